@@ -1,0 +1,58 @@
+// Package registry is the contract between Galleon's core and an adapter.
+//
+// An adapter implements Registry: it watches one service registry and reports
+// what it holds to a Sink, in terms of the registry-neutral model. It knows
+// nothing of ServiceEntries, snapshots or gRPC. The core implements Sink: it
+// coalesces reports, converts them, validates the result and serves it.
+//
+// The contract, which registrytest checks for any implementation:
+//   - Run reports the complete state with Replace once it has listed the
+//     registry, and again whenever it has to resynchronise from scratch.
+//   - Between Replace calls it reports each change with Update (the complete
+//     new state of one service) or Delete.
+//   - A malformed registry record is skipped and reported with Rejected; it
+//     never aborts Run and never causes a Replace without the services whose
+//     records were fine.
+//   - When the registry cannot be reached, Run reports it with Unreachable and
+//     keeps retrying; it does not report an empty Replace. The core keeps
+//     serving the last good state.
+//   - Run returns when ctx is cancelled, after every goroutine it started has
+//     stopped.
+package registry
+
+import (
+	"context"
+
+	"github.com/galleon-mesh/galleon/common/model"
+)
+
+// Registry watches one service registry.
+type Registry interface {
+	// Run watches the registry and reports to sink until ctx is cancelled.
+	// It returns ctx.Err() on cancellation, or an error it cannot recover
+	// from (bad configuration); transient registry errors are retried.
+	Run(ctx context.Context, sink Sink) error
+}
+
+// Sink receives what a Registry sees. Its methods are safe for concurrent
+// use and return quickly: they record the report and leave the work to the
+// core. Values passed in belong to the Sink from then on: the adapter must
+// not modify them (or anything they point to) afterwards, which spares the
+// core a deep copy of every service on every report.
+type Sink interface {
+	// Replace reports the complete set of services. Any service reported
+	// before and missing from services is removed. The first Replace marks
+	// the registry as synced.
+	Replace(services []model.Service)
+	// Update reports the complete new state of one service, added or changed.
+	Update(service model.Service)
+	// Delete reports that a service is gone.
+	Delete(key model.ServiceKey)
+	// Rejected reports a registry record that was skipped because it is
+	// malformed. record names it so an operator can find it (a file and line,
+	// a Consul service ID, a ZooKeeper path).
+	Rejected(record string, err error)
+	// Unreachable reports that the registry cannot be reached (err != nil)
+	// and the state served is stale, or that it is reachable again (nil).
+	Unreachable(err error)
+}

@@ -1,0 +1,247 @@
+package snapshot
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// historyDepth is how many diffs a collection remembers, so that a Delta
+// or incremental sink a few versions behind is brought up to date from the
+// names that changed instead of comparing every resource.
+const historyDepth = 256
+
+// Diff says what changed in a collection from one version to the next.
+type Diff struct {
+	// FromSeq and ToSeq are the store sequence numbers of the two versions.
+	FromSeq, ToSeq uint64
+	Added          []string
+	Updated        []string
+	Removed        []string
+	// EndpointOnly lists the updated resources whose only change is their
+	// endpoints: istiod applies those as an EDS update, without a full push.
+	EndpointOnly []string
+}
+
+// Empty reports whether nothing changed.
+func (d *Diff) Empty() bool { return len(d.Added)+len(d.Updated)+len(d.Removed) == 0 }
+
+// Collection is the immutable set of resources of one kind at one version.
+type Collection struct {
+	Kind Kind
+	// Version is a hash of the whole content: two stores holding the same
+	// resources report the same version, so HA replicas look identical to a
+	// sink.
+	Version string
+	// Seq is the store sequence number at which this collection last changed.
+	Seq uint64
+
+	byName map[string]*Resource
+	sorted []*Resource // by name: the order of full-state responses
+	xor    uint64      // XOR of resource hashes, updated per change
+
+	// history holds the diffs that led here, oldest first, at most
+	// historyDepth of them. It is shared, never modified, with newer
+	// collections' histories.
+	history []*Diff
+
+	memoMu sync.Mutex
+	memo   map[any]any
+}
+
+func newCollection(kind Kind) *Collection {
+	c := &Collection{Kind: kind, byName: map[string]*Resource{}}
+	c.Version = c.contentVersion()
+	return c
+}
+
+// Len returns the number of resources.
+func (c *Collection) Len() int { return len(c.sorted) }
+
+// Get returns the named resource, or nil.
+func (c *Collection) Get(name string) *Resource { return c.byName[name] }
+
+// Resources returns every resource ordered by name. The caller must not
+// modify the slice.
+func (c *Collection) Resources() []*Resource { return c.sorted }
+
+// LastDiff returns the change that produced this version, or nil for the
+// initial, empty collection.
+func (c *Collection) LastDiff() *Diff {
+	if len(c.history) == 0 {
+		return nil
+	}
+	return c.history[len(c.history)-1]
+}
+
+// ChangedSince returns the names of every resource added, updated or removed
+// after the collection at sequence seq, for a sink that holds that version.
+// ok is false when the history does not reach back that far; the caller must
+// then compare all resources.
+func (c *Collection) ChangedSince(seq uint64) (names []string, ok bool) {
+	if seq >= c.Seq {
+		return nil, true
+	}
+	i := len(c.history)
+	for i > 0 && c.history[i-1].ToSeq > seq {
+		i--
+	}
+	if i == len(c.history) || c.history[i].FromSeq > seq {
+		return nil, false
+	}
+	if i == len(c.history)-1 { // the common case: one step behind
+		d := c.history[i]
+		names = make([]string, 0, len(d.Added)+len(d.Updated)+len(d.Removed))
+		names = append(append(append(names, d.Added...), d.Updated...), d.Removed...)
+		return names, true
+	}
+	seen := map[string]struct{}{}
+	for _, d := range c.history[i:] {
+		for _, list := range [][]string{d.Added, d.Updated, d.Removed} {
+			for _, n := range list {
+				if _, dup := seen[n]; !dup {
+					seen[n] = struct{}{}
+					names = append(names, n)
+				}
+			}
+		}
+	}
+	return names, true
+}
+
+// Memo returns the value memoised under key, building it on first use. The
+// server uses it to keep encodings that live exactly as long as this
+// version: built once, shared by every stream.
+func (c *Collection) Memo(key any, build func() any) any {
+	c.memoMu.Lock()
+	defer c.memoMu.Unlock()
+	if v, ok := c.memo[key]; ok {
+		return v
+	}
+	if c.memo == nil {
+		c.memo = map[any]any{}
+	}
+	v := build()
+	c.memo[key] = v
+	return v
+}
+
+func (c *Collection) contentVersion() string {
+	// The count is folded in so that the empty set and a set whose hashes
+	// cancel out cannot share a version.
+	return fmt.Sprintf("%016x", c.xor^(uint64(len(c.byName))*0x9e3779b97f4a7c15))
+}
+
+// apply returns a new collection with the changes applied, or c itself when
+// nothing changed. The work is proportional to the changes plus one copy of
+// the index; unchanged resources are shared, never re-encoded.
+func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (*Collection, error) {
+	diff := &Diff{FromSeq: c.Seq, ToSeq: seq}
+	upserts := map[string]*Resource{}
+	removes := map[string]struct{}{}
+	// Later changes of the same name win, so process them in order.
+	for i := range changes {
+		ch := &changes[i]
+		if ch.Object == nil {
+			delete(upserts, ch.Name)
+			if _, exists := c.byName[ch.Name]; exists {
+				removes[ch.Name] = struct{}{}
+			}
+			continue
+		}
+		delete(removes, ch.Name)
+		old := c.byName[ch.Name]
+		createTime := now()
+		if old != nil {
+			createTime = old.CreateTime
+		}
+		r, err := newResource(ch.Object, createTime)
+		if err != nil {
+			return nil, err
+		}
+		if old != nil && old.hash == r.hash {
+			delete(upserts, ch.Name) // back to what is served
+			continue
+		}
+		upserts[ch.Name] = r
+	}
+	if len(upserts) == 0 && len(removes) == 0 {
+		return c, nil
+	}
+
+	next := &Collection{
+		Kind:   c.Kind,
+		Seq:    seq,
+		byName: make(map[string]*Resource, len(c.byName)+len(upserts)),
+		xor:    c.xor,
+	}
+	for n, r := range c.byName {
+		next.byName[n] = r
+	}
+	for n := range removes {
+		next.xor ^= c.byName[n].hash
+		delete(next.byName, n)
+		diff.Removed = append(diff.Removed, n)
+	}
+	for n, r := range upserts {
+		if old := c.byName[n]; old != nil {
+			next.xor ^= old.hash
+			diff.Updated = append(diff.Updated, n)
+			if old.shape == r.shape {
+				diff.EndpointOnly = append(diff.EndpointOnly, n)
+			}
+		} else {
+			diff.Added = append(diff.Added, n)
+		}
+		next.xor ^= r.hash
+		next.byName[n] = r
+	}
+	sort.Strings(diff.Added)
+	sort.Strings(diff.Updated)
+	sort.Strings(diff.Removed)
+	sort.Strings(diff.EndpointOnly)
+	next.sorted = mergeSorted(c.sorted, upserts, removes, diff.Added, len(next.byName))
+	next.Version = next.contentVersion()
+
+	keep := c.history
+	if len(keep) >= historyDepth {
+		keep = keep[len(keep)-historyDepth+1:]
+	}
+	next.history = append(append(make([]*Diff, 0, len(keep)+1), keep...), diff)
+	return next, nil
+}
+
+// mergeSorted rebuilds the by-name order: existing entries are replaced or
+// dropped in place, and the added ones (sorted names) merged in.
+func mergeSorted(old []*Resource, upserts map[string]*Resource, removes map[string]struct{}, added []string, size int) []*Resource {
+	kept := make([]*Resource, 0, size)
+	for _, r := range old {
+		if _, gone := removes[r.Name]; gone {
+			continue
+		}
+		if u, ok := upserts[r.Name]; ok {
+			r = u
+		}
+		kept = append(kept, r)
+	}
+	if len(added) == 0 {
+		return kept
+	}
+	merged := make([]*Resource, 0, size)
+	i, j := 0, 0
+	for i < len(kept) && j < len(added) {
+		if kept[i].Name < added[j] {
+			merged = append(merged, kept[i])
+			i++
+		} else {
+			merged = append(merged, upserts[added[j]])
+			j++
+		}
+	}
+	merged = append(merged, kept[i:]...)
+	for ; j < len(added); j++ {
+		merged = append(merged, upserts[added[j]])
+	}
+	return merged
+}

@@ -1,0 +1,155 @@
+package snapshot
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	mcp "istio.io/api/mcp/v1alpha1"
+)
+
+// Object is what the core asks the store to serve: one resource, its body
+// already marshalled deterministically.
+type Object struct {
+	Kind Kind
+	// Name is "<namespace>/<name>", the MCP resource name.
+	Name        string
+	Labels      map[string]string
+	Annotations map[string]string
+	// Body is the deterministic wire encoding of the resource's spec.
+	Body []byte
+	// Shape is a hash of the spec without its endpoints. Two versions of a
+	// resource with equal Shape (and metadata) differ only in endpoints,
+	// which istiod can apply without a full push.
+	Shape uint64
+}
+
+// Change is one upsert (Object set) or deletion (Object nil).
+type Change struct {
+	Kind   Kind
+	Name   string
+	Object *Object
+}
+
+// Resource is one served resource. It is immutable: a change makes a new
+// Resource.
+type Resource struct {
+	Name string
+	// Version is a hash of the content. istiod re-applies a resource only
+	// when its version moves, so an unchanged resource is never re-processed.
+	Version string
+	// CreateTime is when the store first saw the resource. It never moves
+	// while the resource exists: a moving create_time forces istiod into a
+	// full push (istio#30683).
+	CreateTime time.Time
+
+	hash  uint64 // content hash, Version is its hex form
+	shape uint64 // hash of everything but endpoints, metadata included
+	// entry is the resource encoded once as one element of a
+	// DiscoveryResponse's repeated `resources` field: tag, length and an Any
+	// whose value is the marshalled istio.mcp.v1alpha1.Resource. A SotW
+	// response is these entries one after another, so no resource is ever
+	// marshalled again for any sink.
+	entry    []byte
+	mcpStart int
+}
+
+// MCP returns the marshalled istio.mcp.v1alpha1.Resource. The caller must
+// not modify it.
+func (r *Resource) MCP() []byte { return r.entry[r.mcpStart:] }
+
+// ResponseEntry returns the resource encoded as a DiscoveryResponse
+// `resources` element (field 2). The caller must not modify it.
+func (r *Resource) ResponseEntry() []byte { return r.entry }
+
+// discoveryResponseResourcesField is the field number of
+// envoy.service.discovery.v3.DiscoveryResponse.resources.
+const discoveryResponseResourcesField = 2
+
+// newResource hashes and encodes obj. createTime is the time to record when
+// the resource is new; an existing resource passes its own.
+func newResource(obj *Object, createTime time.Time) (*Resource, error) {
+	meta := metadataHash(obj)
+	hash := contentHash(obj, meta)
+	r := &Resource{
+		Name:       obj.Name,
+		Version:    fmt.Sprintf("%016x", hash),
+		CreateTime: createTime,
+		hash:       hash,
+		shape:      obj.Shape ^ meta,
+	}
+	res := &mcp.Resource{
+		Metadata: &mcp.Metadata{
+			Name:        obj.Name,
+			CreateTime:  timestamppb.New(createTime),
+			Version:     r.Version,
+			Labels:      obj.Labels,
+			Annotations: obj.Annotations,
+		},
+		Body: &anypb.Any{TypeUrl: obj.Kind.BodyTypeURL(), Value: obj.Body},
+	}
+	mcpBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %s %s: %w", obj.Kind, obj.Name, err)
+	}
+	// Any{type_url = 1, value = 2}
+	anyLen := protowire.SizeTag(1) + protowire.SizeBytes(len(MCPResourceTypeURL)) +
+		protowire.SizeTag(2) + protowire.SizeBytes(len(mcpBytes))
+	entry := make([]byte, 0, protowire.SizeTag(discoveryResponseResourcesField)+protowire.SizeBytes(anyLen))
+	entry = protowire.AppendTag(entry, discoveryResponseResourcesField, protowire.BytesType)
+	entry = protowire.AppendVarint(entry, uint64(anyLen))
+	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
+	entry = protowire.AppendString(entry, MCPResourceTypeURL)
+	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
+	entry = protowire.AppendVarint(entry, uint64(len(mcpBytes)))
+	r.mcpStart = len(entry)
+	r.entry = append(entry, mcpBytes...)
+	return r, nil
+}
+
+// contentHash covers everything a sink sees except create_time, which is
+// fixed per name anyway.
+func contentHash(obj *Object, meta uint64) uint64 {
+	d := xxhash.New()
+	_, _ = d.WriteString(obj.Name)
+	_, _ = d.Write([]byte{0})
+	_, _ = d.Write(obj.Body)
+	var buf [8]byte
+	putUint64(buf[:], meta)
+	_, _ = d.Write(buf[:])
+	return d.Sum64()
+}
+
+// metadataHash hashes labels and annotations in key order.
+func metadataHash(obj *Object) uint64 {
+	if len(obj.Labels) == 0 && len(obj.Annotations) == 0 {
+		return 0
+	}
+	d := xxhash.New()
+	for _, m := range []map[string]string{obj.Labels, obj.Annotations} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			_, _ = d.WriteString(k)
+			_, _ = d.Write([]byte{0})
+			_, _ = d.WriteString(m[k])
+			_, _ = d.Write([]byte{0})
+		}
+		_, _ = d.Write([]byte{1})
+	}
+	return d.Sum64()
+}
+
+func putUint64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}

@@ -1,0 +1,267 @@
+package xds
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/galleon-mesh/galleon/common/snapshot"
+)
+
+const protocolDelta = "delta"
+
+// deltaWatch is one type URL's state on one Delta stream.
+type deltaWatch struct {
+	typeURL string
+	kind    snapshot.Kind
+	known   bool
+
+	wildcard bool
+	names    map[string]struct{} // explicit subscriptions
+	// has maps each resource the client holds to its version: what it
+	// sent in initial_resource_versions plus what we sent since.
+	has map[string]string
+	// syncedSeq is the collection Seq that has reflects; 0 means the client's
+	// state is not yet compared with ours at all.
+	syncedSeq uint64
+	// recheck holds newly subscribed names to look at on the next push.
+	recheck map[string]struct{}
+
+	sent    bool
+	nonce   string
+	pending bool
+	sentAt  time.Time
+}
+
+// DeltaAggregatedResources serves one incremental ADS stream.
+func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	s.metrics.streams.WithLabelValues(protocolDelta).Inc()
+	defer s.metrics.streams.WithLabelValues(protocolDelta).Dec()
+
+	ctx := stream.Context()
+	reqs := make(chan *discovery.DeltaDiscoveryRequest, 16)
+	recvErrs := make(chan error, 1)
+	go recvLoop(ctx.Done(), stream.Recv, reqs, recvErrs)
+	changed, cancel := s.source.Subscribe()
+	defer cancel()
+
+	watches := map[string]*deltaWatch{}
+	var order []*deltaWatch
+	var nonces uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErrs:
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		case <-changed:
+		case req := <-reqs:
+			w, err := s.deltaRequest(watches, req)
+			if err != nil {
+				return err
+			}
+			if w != nil {
+				order = append(order, w)
+			}
+		}
+		snap := s.source.Current()
+		for _, w := range order {
+			if err := s.deltaPush(stream, w, snap, &nonces); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
+	if !validTypeURL(req.GetTypeUrl()) {
+		s.metrics.badRequests.WithLabelValues(protocolDelta, "type_url").Inc()
+		return nil, status.Errorf(codes.InvalidArgument, "request type_url %.64q is empty or malformed (ADS needs the type URL on every request)", req.GetTypeUrl())
+	}
+	w, exists := watches[req.TypeUrl]
+	var created *deltaWatch
+	if !exists {
+		if len(watches) >= maxTypesPerStream {
+			s.metrics.badRequests.WithLabelValues(protocolDelta, "too_many_types").Inc()
+			return nil, status.Errorf(codes.ResourceExhausted, "stream asked for more than %d type URLs", maxTypesPerStream)
+		}
+		w = &deltaWatch{
+			typeURL: req.TypeUrl,
+			names:   map[string]struct{}{},
+			has:     map[string]string{},
+			recheck: map[string]struct{}{},
+		}
+		w.kind, w.known = KindOf(req.TypeUrl)
+		// The first request of a type with no names is a wildcard
+		// subscription; "*" asks for it explicitly alongside names.
+		w.wildcard = len(req.ResourceNamesSubscribe) == 0
+		for name, version := range req.InitialResourceVersions {
+			w.has[name] = version
+		}
+		watches[req.TypeUrl] = w
+		created = w
+		s.log.Debug("xds subscribe", "protocol", protocolDelta, "type", req.TypeUrl, "node", req.GetNode().GetId(),
+			"names", len(req.ResourceNamesSubscribe), "resume", len(req.InitialResourceVersions))
+	}
+	// Subscription changes count whatever the nonce says.
+	for _, name := range req.ResourceNamesSubscribe {
+		if name == "*" {
+			w.wildcard = true
+			w.syncedSeq = 0 // compare everything on the next push
+			continue
+		}
+		w.names[name] = struct{}{}
+		w.recheck[name] = struct{}{}
+	}
+	for _, name := range req.ResourceNamesUnsubscribe {
+		if name == "*" {
+			w.wildcard = false
+			for held := range w.has {
+				if _, named := w.names[held]; !named {
+					delete(w.has, held)
+				}
+			}
+			continue
+		}
+		delete(w.names, name)
+		if !w.wildcard {
+			delete(w.has, name)
+		}
+	}
+	if req.ResponseNonce == "" || created != nil || !w.sent {
+		return created, nil
+	}
+	if req.ResponseNonce != w.nonce {
+		s.metrics.badRequests.WithLabelValues(protocolDelta, "stale_nonce").Inc()
+		return nil, nil
+	}
+	w.pending = false
+	result := "ack"
+	if req.ErrorDetail != nil {
+		// The client keeps what it had for the rejected resources. We keep
+		// believing it has what we sent, so they are not sent again until
+		// they change: a resend of the same bytes would be rejected again.
+		result = "nack"
+		s.log.Warn("xds response rejected", "protocol", protocolDelta, "type", w.typeURL,
+			"node", req.GetNode().GetId(), "nonce", w.nonce, "error", req.ErrorDetail.GetMessage())
+	}
+	s.metrics.acks.WithLabelValues(protocolDelta, w.typeURL, result).Inc()
+	s.metrics.ackLatency.WithLabelValues(protocolDelta).Observe(time.Since(w.sentAt).Seconds())
+	return nil, nil
+}
+
+func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer, w *deltaWatch, snap *snapshot.Snapshot, nonces *uint64) error {
+	if w.pending {
+		return nil
+	}
+	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: w.typeURL, SystemVersionInfo: emptyVersion}
+	if w.known {
+		if !snap.Ready {
+			return nil
+		}
+		col := snap.Collection(w.kind)
+		if w.sent && col.Seq == w.syncedSeq && len(w.recheck) == 0 {
+			return nil
+		}
+		resp.SystemVersionInfo = col.Version
+		s.deltaChanges(w, col, resp)
+		w.syncedSeq = col.Seq
+		clear(w.recheck)
+		if w.sent && len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
+			return nil
+		}
+	} else if w.sent {
+		return nil
+	}
+	*nonces++
+	resp.Nonce = strconv.FormatUint(*nonces, 10)
+	if err := stream.Send(resp); err != nil {
+		return err
+	}
+	w.sent, w.pending, w.nonce, w.sentAt = true, true, resp.Nonce, time.Now()
+	s.metrics.responses.WithLabelValues(protocolDelta, w.typeURL).Inc()
+	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(proto.Size(resp)))
+	if w.known {
+		s.metrics.pushLatency.WithLabelValues(protocolDelta).Observe(w.sentAt.Sub(snap.Time).Seconds())
+	}
+	return nil
+}
+
+// deltaChanges fills resp with what the client lacks: resources it does not
+// hold at their current version, and removals of what it holds that is gone.
+// When the stream is a few versions behind, only the names that changed
+// since are looked at; otherwise every resource is compared.
+func (s *Server) deltaChanges(w *deltaWatch, col *snapshot.Collection, resp *discovery.DeltaDiscoveryResponse) {
+	var candidates []string
+	changed, ok := []string(nil), false
+	if w.syncedSeq != 0 {
+		changed, ok = col.ChangedSince(w.syncedSeq)
+	}
+	if ok {
+		candidates = append(changed, keys(w.recheck)...)
+	} else {
+		seen := map[string]struct{}{}
+		add := func(n string) {
+			if _, dup := seen[n]; !dup {
+				seen[n] = struct{}{}
+				candidates = append(candidates, n)
+			}
+		}
+		if w.wildcard {
+			for _, r := range col.Resources() {
+				add(r.Name)
+			}
+		}
+		for n := range w.names {
+			add(n)
+		}
+		for n := range w.has {
+			add(n)
+		}
+	}
+	slices.Sort(candidates)
+	candidates = slices.Compact(candidates)
+	for _, name := range candidates {
+		_, named := w.names[name]
+		wanted := w.wildcard || named
+		held, has := w.has[name]
+		r := col.Get(name)
+		switch {
+		case r != nil && wanted && held != r.Version:
+			resp.Resources = append(resp.Resources, &discovery.Resource{
+				Name:     name,
+				Version:  r.Version,
+				Resource: &anypb.Any{TypeUrl: snapshot.MCPResourceTypeURL, Value: r.MCP()},
+			})
+			w.has[name] = r.Version
+		case r == nil && has:
+			resp.RemovedResources = append(resp.RemovedResources, name)
+			delete(w.has, name)
+		case r == nil && named && !w.wildcard:
+			// Tell a client that asked for a name we do not have that it
+			// does not exist, so it need not wait for it.
+			if _, rechecked := w.recheck[name]; rechecked {
+				resp.RemovedResources = append(resp.RemovedResources, name)
+			}
+		}
+	}
+}
+
+func keys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

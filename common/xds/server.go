@@ -1,0 +1,133 @@
+package xds
+
+import (
+	"log/slog"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/galleon-mesh/galleon/common/snapshot"
+)
+
+// Source is what the server serves: the current snapshot and a signal when
+// it changes. *snapshot.Store implements it.
+type Source interface {
+	Current() *snapshot.Snapshot
+	Subscribe() (changed <-chan struct{}, cancel func())
+}
+
+// Server implements the ADS service over a Source.
+type Server struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+
+	source  Source
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// Options configures a Server.
+type Options struct {
+	Logger *slog.Logger
+	// Registerer receives the server's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+}
+
+// NewServer returns a server for source.
+func NewServer(source Source, opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{source: source, log: log, metrics: newMetrics(opts.Registerer)}
+}
+
+// Register adds the ADS service to g.
+func (s *Server) Register(g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s)
+}
+
+// GRPCServerOptions returns the options a grpc.Server serving this service
+// needs: the pass-through codec that writes pre-encoded responses, and a
+// keepalive policy that accepts istiod's pings. istiod pings every 30 s even
+// between responses; grpc-go's default policy (5 min, no pings without
+// streams) answers that with GOAWAY too_many_pings.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(newPassThroughCodec()),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             10 * time.Second,
+			PermitWithoutStream: true,
+		}),
+		// Find sinks that vanished without closing their connection.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	}
+}
+
+// Metrics are the server's Prometheus metrics.
+type Metrics struct {
+	streams       *prometheus.GaugeVec
+	responses     *prometheus.CounterVec
+	responseBytes *prometheus.CounterVec
+	acks          *prometheus.CounterVec
+	pushLatency   *prometheus.HistogramVec
+	ackLatency    *prometheus.HistogramVec
+	badRequests   *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &Metrics{
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_xds_streams", Help: "Connected xDS streams.",
+		}, []string{"protocol"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_responses_total", Help: "xDS responses sent, by protocol and type URL.",
+		}, []string{"protocol", "type"}),
+		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_response_bytes_total", Help: "Bytes of xDS responses sent.",
+		}, []string{"protocol", "type"}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_acks_total", Help: "Responses acknowledged (result=ack) or rejected (result=nack) by clients.",
+		}, []string{"protocol", "type", "result"}),
+		pushLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "galleon_xds_push_latency_seconds", Help: "From a snapshot being made to its response being written to a stream.",
+			Buckets: buckets,
+		}, []string{"protocol"}),
+		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "galleon_xds_ack_latency_seconds", Help: "From a response being written to its ACK or NACK arriving.",
+			Buckets: buckets,
+		}, []string{"protocol"}),
+		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_bad_requests_total", Help: "Requests ignored or streams closed because a request was malformed or stale.",
+		}, []string{"protocol", "reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests)
+	}
+	return m
+}
+
+// maxTypesPerStream bounds the per-stream state a client can make us keep.
+// istiod asks for about twenty types.
+const maxTypesPerStream = 128
+
+// recvLoop reads requests until the stream ends and hands them to the
+// stream's goroutine. It is owned by the handler that starts it: the
+// handler's return cancels the stream context, which ends Recv.
+func recvLoop[T any](done <-chan struct{}, recv func() (T, error), reqs chan<- T, errs chan<- error) {
+	for {
+		req, err := recv()
+		if err != nil {
+			errs <- err // buffered: never blocks
+			return
+		}
+		select {
+		case reqs <- req:
+		case <-done:
+			return
+		}
+	}
+}
