@@ -1,0 +1,571 @@
+// Package file is a service registry kept as YAML files in one directory.
+//
+// It is Galleon's reference adapter and a real feature for fleets of VMs
+// that have no registry: an operator (or a configuration-management tool,
+// or a Kubernetes ConfigMap) writes the files, and the adapter reports the
+// services in them.
+//
+// # Files
+//
+// Every regular file directly in the directory whose name ends in ".yaml"
+// or ".yml" is read; sub-directories are not. Names starting with "." are
+// ignored (dotfiles, Emacs ".#x" lock files, Vim ".x.swp" swap files,
+// Kubernetes' "..data" links), and so is every name that does not end in
+// .yaml/.yml (backups "x.yaml~", "x.yaml.swp", "#x.yaml#", temp files).
+// A file may hold several YAML documents separated by "---".
+//
+// # Format
+//
+//	services:
+//	- name: reviews                  # required; a DNS-1123 subdomain
+//	  namespace: bookinfo            # optional; Config.Namespace ("default")
+//	  hosts: [reviews.bookinfo.vm]   # optional; "<name>.<namespace>.internal"
+//	  addresses: [240.0.0.10]        # optional virtual IPs or CIDRs
+//	  ports:                         # at least one
+//	  - number: 9080                 # required, 1-65535, unique
+//	    protocol: HTTP               # optional; HTTP HTTPS HTTP2 GRPC TCP TLS
+//	                                 # MONGO MYSQL REDIS UDP; default TCP
+//	    name: http                   # optional; default "<protocol>-<number>"
+//	  labels: {app: reviews}         # optional resource labels
+//	  annotations: {}                # optional resource annotations
+//	  location: internal             # internal (default) | external
+//	  resolution: auto               # auto (default) | static | dns | none
+//	  exportTo: []                   # optional; empty means every namespace
+//	  instances:
+//	  - address: 10.0.0.11           # required: an IP or a host name
+//	    id: reviews-v1-a             # optional; default "<address>", or
+//	                                 # "<address>:<port>" when ports remaps
+//	                                 # (the instance port of the lowest
+//	                                 # remapped service port)
+//	    ports: {9080: 9081}          # optional service port -> instance port
+//	    labels: {version: v1}        # optional endpoint labels
+//	    locality: us-east1/us-east1-b  # optional region/zone/subzone
+//	    network: ""                  # optional network name
+//	    weight: 1                    # optional; 0 means the default
+//	    health: healthy              # healthy (default) | unhealthy | draining
+//	    serviceAccount: reviews      # optional workload identity
+//
+// Keys are parsed strictly: a key that is not listed above is an error.
+// Enumerated values (protocol, location, resolution, health) are
+// case-insensitive.
+//
+// # Errors
+//
+// Every problem is reported to Sink.Rejected with the record
+// "<path>:<line>" and leaves the served state as safe as possible:
+//   - A malformed file (YAML syntax, not a mapping, a top-level key other
+//     than "services", "services" not a list) is rejected as a whole and
+//     the last good content of that file stays in force. A file that was
+//     never good contributes nothing.
+//   - A malformed service in an otherwise good file is rejected alone; the
+//     rest of the file counts. If the entry's namespace/name can still be
+//     read and this file served that service before, its previous version
+//     stays in force (a typo never removes a service from the mesh).
+//   - The same namespace/name twice in one file: the first one counts.
+//     In two files: the file whose name sorts first wins.
+//
+// A rejection is reported once, when it appears, not on every rescan; a
+// resynchronisation from scratch (Replace) reports every rejection that
+// still applies again.
+//
+// # Watching
+//
+// The directory is watched with fsnotify and re-scanned, after a 20 ms
+// quiet period, on any event in it: this covers editors that save by
+// writing a temp file and renaming it, and Kubernetes ConfigMap volumes,
+// which swap a "..data" symlink. A periodic re-scan (Config.Resync) is a
+// safety net for missed events. Only files whose content changed are parsed
+// again, and only services whose model value changed are reported. If the
+// directory disappears, Unreachable is reported and the last state is kept;
+// the directory is polled every second until it is back, then the state is
+// resynchronised with Replace and Unreachable(nil).
+package file
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+const (
+	// DefaultNamespace is used for services that name none, unless
+	// Config.Namespace says otherwise.
+	DefaultNamespace = "default"
+	// DefaultResync is the periodic re-scan interval unless
+	// Config.Resync says otherwise.
+	DefaultResync = 30 * time.Second
+
+	// debounceQuiet is how long the directory must stay quiet after an
+	// event before it is re-scanned: one editor save is a burst of events
+	// (create, write, chmod, rename) and should cost one scan.
+	debounceQuiet = 20 * time.Millisecond
+	// debounceMax bounds the wait under a continuous stream of events so
+	// that changes are still picked up while something keeps writing.
+	debounceMax = 250 * time.Millisecond
+	// retryInterval is how often a missing directory is looked for.
+	retryInterval = time.Second
+)
+
+// Config configures a file registry.
+type Config struct {
+	// Dir is the directory holding the registry's *.yaml / *.yml files.
+	Dir string
+	// Namespace is the namespace of services that give none; default
+	// "default".
+	Namespace string
+	// Resync is the interval of the periodic re-scan that backs up the
+	// file-system watch; default 30s.
+	Resync time.Duration
+	// Logger receives the adapter's logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Registry is a registry.Registry that reads services from YAML files.
+// It holds only configuration: each Run keeps its own state, so a Registry
+// may be Run again after a previous Run returned.
+type Registry struct {
+	cfg Config
+	log *slog.Logger
+}
+
+var _ registry.Registry = (*Registry)(nil)
+
+// New checks cfg and returns a Registry for it.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("file registry: Dir is empty: set it to the directory that holds the registry's *.yaml files")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("file registry: Dir %q: %w", cfg.Dir, err)
+	}
+	cfg.Dir = dir
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("file registry: directory %s does not exist: create it or point Dir at an existing directory", dir)
+	case err != nil:
+		return nil, fmt.Errorf("file registry: cannot read directory %s: %w", dir, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("file registry: %s is a file, not a directory: set Dir to the directory that holds the *.yaml files", dir)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if err := validLabel(cfg.Namespace); err != nil {
+		return nil, fmt.Errorf("file registry: Namespace %q %v", cfg.Namespace, err)
+	}
+	if cfg.Resync < 0 {
+		return nil, fmt.Errorf("file registry: Resync %v is negative: use 0 for the default (%v)", cfg.Resync, DefaultResync)
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Registry{cfg: cfg, log: log.With("registry", registryName, "dir", dir)}, nil
+}
+
+// Run watches the directory and reports to sink until ctx is cancelled,
+// then returns ctx.Err(). It fails early only if no file-system watch can
+// be created at all (inotify instance limit).
+func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("file registry: cannot create a file-system watch (raise fs.inotify.max_user_instances?): %w", err)
+	}
+	// Close stops fsnotify's reader goroutine and waits for it, so Run
+	// leaves nothing running behind.
+	defer w.Close()
+
+	s := &runState{
+		cfg:      r.cfg,
+		log:      r.log,
+		sink:     sink,
+		watcher:  w,
+		files:    map[string]*fileState{},
+		reported: map[model.ServiceKey]model.Service{},
+		rejected: map[string]bool{},
+	}
+	s.sync()
+
+	ticker := time.NewTicker(s.nextScan())
+	defer ticker.Stop()
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	defer debounce.Stop()
+	var burstStart time.Time // zero when no scan is pending
+
+	events, errs := w.Events, w.Errors
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // only after Close; the resync ticker still works
+				continue
+			}
+			if !s.relevant(ev) {
+				continue
+			}
+			s.log.Debug("file-system event", "event", ev.String())
+			burstStart = schedule(debounce, burstStart)
+
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			// Typically an event-queue overflow: events were lost, so
+			// re-scan to find out what changed.
+			s.log.Warn("file-system watch error; re-scanning", "err", err)
+			burstStart = schedule(debounce, burstStart)
+
+		case <-debounce.C:
+			burstStart = time.Time{}
+			s.sync()
+			ticker.Reset(s.nextScan())
+
+		case <-ticker.C:
+			s.sync()
+			ticker.Reset(s.nextScan())
+		}
+	}
+}
+
+// schedule (re)arms the debounce timer for a burst that started at
+// burstStart (zero: this event starts it) and returns the burst start.
+func schedule(t *time.Timer, burstStart time.Time) time.Time {
+	now := time.Now()
+	if burstStart.IsZero() {
+		burstStart = now
+	}
+	delay := debounceQuiet
+	if limit := burstStart.Add(debounceMax).Sub(now); delay > limit {
+		delay = max(limit, 0)
+	}
+	t.Reset(delay)
+	return burstStart
+}
+
+// fileState is what one file last contributed.
+type fileState struct {
+	// read is set once data holds the file's content as last read.
+	read bool
+	data []byte
+	// good are the services of the last good content (with previous
+	// versions kept for malformed entries); nil if the file was never good.
+	good []parsedService
+	// rejected are the malformed services of the last good content.
+	rejected []rejection
+	// fileErr is set while the current content is malformed or unreadable.
+	fileErr *rejection
+}
+
+// runState is the state of one Run. It is used by Run's goroutine only.
+type runState struct {
+	cfg     Config
+	log     *slog.Logger
+	sink    registry.Sink
+	watcher *fsnotify.Watcher
+
+	// watched is the directory the watch is on (to notice the directory
+	// being replaced by another one at the same path); nil when none.
+	watched       os.FileInfo
+	watchErrShown bool
+
+	files    map[string]*fileState // by base name
+	reported map[model.ServiceKey]model.Service
+	rejected map[string]bool // record + "\x00" + message, as last reported
+	synced   bool            // a Replace was sent
+	// unreachable is the error reported with Unreachable, nil if none.
+	unreachable error
+}
+
+// nextScan is the delay until the next periodic scan: short while the
+// directory is missing, Config.Resync otherwise.
+func (s *runState) nextScan() time.Duration {
+	if s.unreachable != nil {
+		return min(retryInterval, s.cfg.Resync)
+	}
+	return s.cfg.Resync
+}
+
+// relevant says whether ev may change what the directory holds. Editor
+// swap and backup files are skipped so that typing in Vim does not cause a
+// re-scan every few seconds; Kubernetes' "..data" swaps are kept.
+func (s *runState) relevant(ev fsnotify.Event) bool {
+	if filepath.Clean(ev.Name) == s.cfg.Dir {
+		return true
+	}
+	base := filepath.Base(ev.Name)
+	return strings.HasPrefix(base, "..") || isRegistryFile(base)
+}
+
+// isRegistryFile says whether a directory entry name is a registry file.
+func isRegistryFile(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	return strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")
+}
+
+// sync re-scans the directory and reports what changed.
+func (s *runState) sync() {
+	if err := s.scan(); err != nil {
+		if s.unreachable == nil {
+			s.log.Warn("registry directory unreachable; keeping the last state", "err", err)
+			s.sink.Unreachable(err)
+		}
+		s.unreachable = err
+		return
+	}
+	s.report()
+}
+
+// scan makes sure the directory is watched and reads every registry file
+// whose content changed. It returns an error only if the directory itself
+// cannot be read.
+func (s *runState) scan() error {
+	dir := s.cfg.Dir
+	if err := s.ensureWatch(); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("cannot read registry directory %s: %w", dir, err)
+	}
+
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if !isRegistryFile(name) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		// Stat, not e.Type(): ConfigMap volumes hold symlinks to files.
+		fi, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed since the listing, or a dangling link
+		}
+		if err == nil && fi.IsDir() {
+			continue
+		}
+		fs := s.files[name]
+		if fs == nil {
+			fs = &fileState{}
+			s.files[name] = fs
+		}
+		seen[name] = true
+		var data []byte
+		if err == nil {
+			data, err = os.ReadFile(path)
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			delete(seen, name)
+			continue
+		}
+		if err != nil {
+			// Unreadable (permissions): like a malformed file, keep what it
+			// said last, and read it again next time.
+			fs.read, fs.data = false, nil
+			fs.fileErr = &rejection{path: path, err: fmt.Errorf("cannot read file: %w", err)}
+			continue
+		}
+		if fs.read && bytes.Equal(data, fs.data) {
+			continue
+		}
+		fs.read, fs.data = true, data
+		parsed, rej := parseFile(path, data, s.cfg.Namespace)
+		if rej != nil {
+			fs.fileErr = rej
+			if fs.good != nil {
+				rej.err = fmt.Errorf("%w (the file's last good content is still served)", rej.err)
+			}
+			continue
+		}
+		fs.fileErr = nil
+		fs.good, fs.rejected = carryForward(fs.good, parsed)
+	}
+	for name := range s.files {
+		if !seen[name] {
+			delete(s.files, name)
+		}
+	}
+	return nil
+}
+
+// carryForward returns the services of a newly parsed file, keeping the
+// previous version of each service whose new entry is malformed, and the
+// file's rejections.
+func carryForward(prev []parsedService, parsed *parsedFile) ([]parsedService, []rejection) {
+	good := append([]parsedService(nil), parsed.services...)
+	present := map[model.ServiceKey]bool{}
+	for _, ps := range good {
+		present[ps.svc.Key()] = true
+	}
+	old := map[model.ServiceKey]model.Service{}
+	for _, ps := range prev {
+		old[ps.svc.Key()] = ps.svc
+	}
+	rejected := make([]rejection, 0, len(parsed.rejected))
+	for _, bad := range parsed.rejected {
+		rej := bad.rejection
+		if svc, ok := old[bad.key]; ok && bad.known && !present[bad.key] {
+			present[bad.key] = true
+			good = append(good, parsedService{svc: svc, line: bad.start})
+			rej.err = fmt.Errorf("%w (its previous version is still served)", rej.err)
+		}
+		rejected = append(rejected, rej)
+	}
+	sort.SliceStable(good, func(i, j int) bool { return good[i].line < good[j].line })
+	return good, rejected
+}
+
+// ensureWatch watches the directory, re-adding the watch when the
+// directory was replaced. A missing directory is an error; a watch that
+// cannot be added (inotify watch limit) is logged and left to the
+// periodic re-scan.
+func (s *runState) ensureWatch() error {
+	dir := s.cfg.Dir
+	fi, err := os.Stat(dir)
+	if err == nil && !fi.IsDir() {
+		err = fmt.Errorf("%s is not a directory", dir)
+	}
+	if err != nil {
+		if s.watched != nil {
+			// Usually gone already with the directory; Remove is for a
+			// directory that was renamed away and is still watched.
+			_ = s.watcher.Remove(dir)
+			s.watched = nil
+		}
+		return fmt.Errorf("registry directory: %w", err)
+	}
+	if s.watched != nil && os.SameFile(s.watched, fi) {
+		return nil
+	}
+	if s.watched != nil {
+		_ = s.watcher.Remove(dir)
+		s.watched = nil
+	}
+	if err := s.watcher.Add(dir); err != nil {
+		if !s.watchErrShown {
+			s.log.Warn("cannot watch the registry directory; changes are picked up by periodic re-scans only",
+				"err", err, "resync", s.cfg.Resync)
+			s.watchErrShown = true
+		}
+		return nil
+	}
+	s.watchErrShown = false
+	s.watched = fi
+	return nil
+}
+
+// report merges the files and reports the differences with what was last
+// reported: Replace on the first sync and after an outage, Update/Delete
+// otherwise.
+func (s *runState) report() {
+	desired, rejections := s.merge()
+	resync := !s.synced || s.unreachable != nil
+	if resync {
+		// A resynchronisation from scratch: report every rejection that
+		// still applies, not only new ones.
+		clear(s.rejected)
+	}
+	current := make(map[string]bool, len(rejections))
+	for _, rej := range rejections {
+		id := rej.record() + "\x00" + rej.err.Error()
+		current[id] = true
+		if !s.rejected[id] {
+			s.log.Warn("rejected registry record", "record", rej.record(), "err", rej.err)
+			s.sink.Rejected(rej.record(), rej.err)
+		}
+	}
+	s.rejected = current
+
+	keys := sortedKeys(desired)
+	if resync {
+		all := make([]model.Service, 0, len(keys))
+		for _, k := range keys {
+			all = append(all, desired[k])
+		}
+		s.log.Info("registry synced", "services", len(all), "files", len(s.files))
+		s.sink.Replace(all)
+		s.reported = desired
+		s.synced = true
+		if s.unreachable != nil {
+			s.log.Info("registry directory reachable again")
+			s.unreachable = nil
+			s.sink.Unreachable(nil)
+		}
+		return
+	}
+	for _, k := range keys {
+		svc := desired[k]
+		if old, ok := s.reported[k]; ok && reflect.DeepEqual(old, svc) {
+			continue
+		}
+		s.log.Debug("service updated", "service", k.String())
+		s.sink.Update(svc)
+	}
+	for _, k := range sortedKeys(s.reported) {
+		if _, ok := desired[k]; !ok {
+			s.log.Debug("service deleted", "service", k.String())
+			s.sink.Delete(k)
+		}
+	}
+	s.reported = desired
+}
+
+// merge combines the files, in name order, into the services to serve and
+// the rejections that currently apply.
+func (s *runState) merge() (map[model.ServiceKey]model.Service, []rejection) {
+	names := make([]string, 0, len(s.files))
+	for name := range s.files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+
+	desired := map[model.ServiceKey]model.Service{}
+	owner := map[model.ServiceKey]string{}
+	var rejections []rejection
+	for _, name := range names {
+		fs := s.files[name]
+		path := filepath.Join(s.cfg.Dir, name)
+		if fs.fileErr != nil {
+			rejections = append(rejections, *fs.fileErr)
+		}
+		rejections = append(rejections, fs.rejected...)
+		for _, ps := range fs.good {
+			k := ps.svc.Key()
+			if first, dup := owner[k]; dup {
+				rejections = append(rejections, rejection{path: path, line: ps.line, err: fmt.Errorf(
+					"service %s is already defined in %s; the definition in the file whose name sorts first wins", k, first)})
+				continue
+			}
+			owner[k] = rejection{path: path, line: ps.line}.record()
+			desired[k] = ps.svc
+		}
+	}
+	return desired, rejections
+}

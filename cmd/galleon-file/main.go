@@ -1,0 +1,32 @@
+// Command galleon-file serves services kept as YAML files in a directory
+// (see examples/file/README.md) to istiod over MCP.
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/galleon-mesh/galleon/adapters/file"
+	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+func main() {
+	os.Exit(daemon.Main(daemon.Spec{
+		Name:     "galleon-file",
+		Registry: "file",
+		Summary:  "serves the services described by YAML files in a directory to istiod",
+		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
+			var cfg file.Config
+			fs.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files (required)")
+			fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of services whose file gives none")
+			fs.DurationVar(&cfg.Resync, "resync", 0, "interval of the full re-scan that backs up the file watch (0: 30s)")
+			return func(log *slog.Logger) (registry.Registry, error) {
+				cfg.Logger = log
+				return file.New(cfg)
+			}
+		},
+	}))
+}

@@ -1,0 +1,423 @@
+package convert
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/galleon-mesh/galleon/common/model"
+)
+
+// goodService is a valid service that the error cases below break one
+// field at a time.
+func goodService() model.Service {
+	return model.Service{
+		Registry:  "consul",
+		Namespace: "shop",
+		Name:      "payments",
+		Hosts:     []string{"payments.service.consul"},
+		Ports:     []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+		Instances: []model.Instance{
+			{ID: "p1", Address: "10.0.0.1"},
+			{ID: "p2", Address: "10.0.0.2", Ports: map[uint32]uint32{80: 8080}},
+		},
+	}
+}
+
+func TestConvertGoodService(t *testing.T) {
+	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
+		rs, err := Convert(goodService(), Options{Mode: mode})
+		if err != nil {
+			t.Fatalf("mode %v: %v", mode, err)
+		}
+		want := 1
+		if mode == ModeWorkloadEntry {
+			want = 3
+		}
+		if len(rs) != want {
+			t.Fatalf("mode %v: got %d resources, want %d", mode, len(rs), want)
+		}
+		if rs[0].Kind != KindServiceEntry || rs[0].FullName() != "shop/payments" {
+			t.Errorf("mode %v: first resource is %v %s, want ServiceEntry shop/payments", mode, rs[0].Kind, rs[0].FullName())
+		}
+		for _, r := range rs {
+			if err := Validate(r); err != nil {
+				t.Errorf("mode %v: Validate(%s %s): %v", mode, r.Kind, r.FullName(), err)
+			}
+		}
+	}
+}
+
+// TestConvertErrors feeds services that cannot be served and checks that
+// Convert names the service and gives the expected reasons, and no
+// resources.
+func TestConvertErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*model.Service)
+		opts   Options
+		want   []string // substrings of the error, all required
+	}{
+		{"name empty after sanitising", func(s *model.Service) { s.Name = "___" },
+			Options{}, []string{`name "___" has nothing left`}},
+		{"namespace empty after sanitising", func(s *model.Service) { s.Namespace = "" },
+			Options{}, []string{`namespace "" has nothing left`}},
+		{"no hosts", func(s *model.Service) { s.Hosts = nil },
+			Options{}, []string{"hosts: at least one host is required"}},
+		{"hosts that sanitise to nothing", func(s *model.Service) { s.Hosts = []string{"*", "*.*", "..."} },
+			Options{}, []string{"hosts: at least one host is required"}},
+		{"IP address as host", func(s *model.Service) { s.Hosts = []string{"10.0.0.1"} },
+			Options{}, []string{`hosts[0]: "10.0.0.1" is not a valid host name: the top-level label "1" is all digits`}},
+		{"host too long", func(s *model.Service) { s.Hosts = []string{strings.Repeat("abcdefgh.", 30) + "com"} },
+			Options{}, []string{"is longer than 255 bytes"}},
+		{"no ports", func(s *model.Service) { s.Ports = nil },
+			Options{}, []string{"ports: at least one port is required"}},
+		{"port name used twice", func(s *model.Service) {
+			s.Ports = []model.Port{{Number: 80, Name: "web"}, {Number: 8080, Name: "WEB"}}
+		}, Options{}, []string{`ports[1]: name "web" is used twice`}},
+		{"port number used twice", func(s *model.Service) {
+			s.Ports = []model.Port{{Number: 80, Protocol: "TCP"}, {Number: 80, Protocol: "HTTP"}}
+		}, Options{}, []string{"ports[1]: number 80 is used twice"}},
+		{"port number 0", func(s *model.Service) { s.Ports = []model.Port{{Number: 0, Protocol: "HTTP"}} },
+			Options{}, []string{"ports[0]: number 0 is not in 1..65535"}},
+		{"port number too big", func(s *model.Service) { s.Ports = []model.Port{{Number: 70000, Protocol: "HTTP"}} },
+			Options{}, []string{"ports[0]: number 70000 is not in 1..65535"}},
+		{"unknown protocol", func(s *model.Service) { s.Ports = []model.Port{{Number: 80, Protocol: "SOAP"}} },
+			Options{}, []string{`ports[0]: protocol "SOAP" is not one of Istio's`}},
+		{"instance target port 0", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 0} },
+			Options{}, []string{`endpoints[0] (address "10.0.0.1"): port "http-80": target port 0 is not in 1..65535`}},
+		{"instance target port too big", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 65536} },
+			Options{}, []string{`port "http-80": target port 65536 is not in 1..65535`}},
+		{"host name under STATIC", func(s *model.Service) {
+			s.Resolution = model.ResolutionStatic
+			s.Instances[0].Address = "db.example.com"
+		}, Options{}, []string{`address "db.example.com" is not an IP address or unix:// path (resolution STATIC)`}},
+		{"bad address makes DNS and fails", func(s *model.Service) { s.Instances[1].Address = "not a host!" },
+			Options{}, []string{`endpoints[1] (address "not a host!"): address "not a host!" is not an IP address or a valid host name (resolution DNS)`}},
+		{"empty address without network", func(s *model.Service) { s.Instances[0].Address = "" },
+			Options{}, []string{"address is required"}},
+		{"unix socket with two service ports", func(s *model.Service) {
+			s.Ports = append(s.Ports, model.Port{Number: 81, Protocol: "HTTP"})
+			s.Instances = []model.Instance{{ID: "u", Address: "unix:///var/run/app.sock"}}
+		}, Options{}, []string{"needs exactly 1 service port, not 2"}},
+		{"several hosts with a TCP port", func(s *model.Service) {
+			s.Hosts = []string{"a.example.com", "b.example.com"}
+			s.Ports = []model.Port{{Number: 5432}}
+		}, Options{}, []string{`ports[0]: protocol "TCP" cannot serve 2 hosts`}},
+		{"CIDR address with DNS", func(s *model.Service) {
+			s.Addresses = []string{"10.0.0.0/8"}
+			s.Resolution = model.ResolutionDNS
+		}, Options{}, []string{"CIDR addresses are allowed only with resolution NONE or STATIC, not DNS"}},
+		{"bad address", func(s *model.Service) { s.Addresses = []string{"10.0.0.300"} },
+			Options{}, []string{`addresses[0]: "10.0.0.300" is not a valid IP address`}},
+		{"bad CIDR", func(s *model.Service) { s.Addresses = []string{"10.0.0.0/33"} },
+			Options{}, []string{`addresses[0]: "10.0.0.0/33" is not a valid CIDR block`}},
+		{"exportTo everyone and more", func(s *model.Service) { s.ExportTo = []string{"*", "shop"} },
+			Options{}, []string{`exportTo: "*" (everyone) cannot be combined`}},
+		{"exportTo no one and more", func(s *model.Service) { s.ExportTo = []string{"~", "."} },
+			Options{}, []string{`exportTo: "~" (no one) cannot be combined`}},
+		{"exportTo bad namespace", func(s *model.Service) { s.ExportTo = []string{"Bad_NS"} },
+			Options{}, []string{`exportTo[0]: "Bad_NS" is not ".", "*", "~" or a namespace name`}},
+		{"wildcard host resolved by DNS without endpoints", func(s *model.Service) {
+			s.Hosts = []string{"*.example.com"}
+			s.Resolution = model.ResolutionDNS
+			s.Instances = nil
+		}, Options{}, []string{"hosts[0]: resolution DNS without endpoints resolves the hosts"}},
+		{"unknown resolution", func(s *model.Service) { s.Resolution = 9 },
+			Options{}, []string{"resolution: unknown model value 9"}},
+		{"unknown mode", func(*model.Service) {}, Options{Mode: 7}, []string{"options: unknown mode 7"}},
+		{"duplicate instance IDs in WorkloadEntry mode", func(s *model.Service) { s.Instances[1].ID = "p1" },
+			Options{Mode: ModeWorkloadEntry}, []string{`instances "p1" and "p1" both become WorkloadEntry`}},
+		{"host name under STATIC in WorkloadEntry mode", func(s *model.Service) {
+			s.Resolution = model.ResolutionStatic
+			s.Instances[1].Address = "p2.example.com"
+		}, Options{Mode: ModeWorkloadEntry}, []string{`workloadentry "payments-p2" (instance "p2"): address "p2.example.com" is not an IP address or unix:// path`}},
+		{"weights overflow", func(s *model.Service) {
+			s.Instances[0].Weight = math.MaxUint32
+			s.Instances[1].Weight = 2
+		}, Options{}, []string{`weights in locality "" add up to 4294967297`}},
+		{"weights overflow in WorkloadEntry mode", func(s *model.Service) {
+			s.Instances[0].Weight = math.MaxUint32
+			s.Instances[1].Weight = math.MaxUint32
+		}, Options{Mode: ModeWorkloadEntry}, []string{`workloadentries: endpoints: weights in locality "" add up to 8589934590`}},
+		{"locality not UTF-8", func(s *model.Service) { s.Instances[0].Locality = "eu\xff" },
+			Options{}, []string{`locality "eu\xff" is not valid UTF-8`}},
+		{"bad annotation key", func(s *model.Service) { s.Annotations = map[string]string{"bad key": "x"} },
+			Options{}, []string{`metadata: annotation "bad key": key name is not valid`}},
+		{"every reason is reported", func(s *model.Service) {
+			s.Hosts = nil
+			s.Ports = nil
+			s.Name = "!"
+		}, Options{}, []string{`name "!" has nothing left`, "at least one host", "at least one port"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := goodService()
+			tc.mutate(&svc)
+			rs, err := Convert(svc, tc.opts)
+			if err == nil {
+				t.Fatalf("Convert succeeded, want an error containing %q", tc.want)
+			}
+			if rs != nil {
+				t.Errorf("Convert returned %d resources with its error, want none", len(rs))
+			}
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("error is %T, want *convert.Error", err)
+			}
+			if cerr.Service != svc.Key() || cerr.Registry != "consul" {
+				t.Errorf("error names %q from %q, want %q from consul", cerr.Service, cerr.Registry, svc.Key())
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, fmt.Sprintf("service %q from registry \"consul\" cannot be served: ", svc.Key().String())) {
+				t.Errorf("error does not start by naming the service: %s", msg)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error does not contain %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+// TestDeterminism converts the same service given in different orders
+// (instances, hosts, ports, addresses; maps built in different insertion
+// orders) and compares the marshalled bytes of every resource.
+func TestDeterminism(t *testing.T) {
+	build := func(reverse bool) model.Service {
+		svc := model.Service{
+			Registry:  "consul",
+			Namespace: "shop",
+			Name:      "Orders",
+			Hosts:     []string{"orders.service.consul", "Orders.shop.global", "orders.service.consul"},
+			Addresses: []string{"240.0.0.2", "240.0.0.1"},
+			Ports: []model.Port{
+				{Number: 9090, Protocol: model.ProtocolGRPC},
+				{Number: 80, Protocol: model.ProtocolHTTP},
+				{Number: 443, Protocol: model.ProtocolHTTPS},
+			},
+			Labels: map[string]string{},
+		}
+		for i := 0; i < 12; i++ {
+			inst := model.Instance{
+				ID:      fmt.Sprintf("Orders_%d", i),
+				Address: fmt.Sprintf("10.0.0.%d", 12-i),
+				Ports:   map[uint32]uint32{},
+				Labels:  map[string]string{},
+				Weight:  uint32(i),
+			}
+			switch i {
+			case 4:
+				inst.ID = "orders-4"
+			case 5:
+				inst.ID = "ORDERS_4" // sanitises to "orders-4" too: WorkloadEntry names collide
+			}
+			keys := []string{"version", "Zone Name", "zone-name", "app"}
+			vals := []string{"v1", "a", "b", "orders"}
+			if reverse {
+				for k := len(keys) - 1; k >= 0; k-- {
+					inst.Labels[keys[k]] = vals[k]
+				}
+				inst.Ports[443] = 8443
+				inst.Ports[80] = 8080 + uint32(i%2)
+			} else {
+				for k := range keys {
+					inst.Labels[keys[k]] = vals[k]
+				}
+				inst.Ports[80] = 8080 + uint32(i%2)
+				inst.Ports[443] = 8443
+			}
+			if i == 7 {
+				inst.Health = model.Draining
+			}
+			svc.Instances = append(svc.Instances, inst)
+		}
+		// Two instances with the same address: only the ID orders them.
+		svc.Instances[3].Address = svc.Instances[8].Address
+		if reverse {
+			for i, j := 0, len(svc.Instances)-1; i < j; i, j = i+1, j-1 {
+				svc.Instances[i], svc.Instances[j] = svc.Instances[j], svc.Instances[i]
+			}
+			for i, j := 0, len(svc.Ports)-1; i < j; i, j = i+1, j-1 {
+				svc.Ports[i], svc.Ports[j] = svc.Ports[j], svc.Ports[i]
+			}
+			svc.Hosts[0], svc.Hosts[1] = svc.Hosts[1], svc.Hosts[0]
+			svc.Addresses[0], svc.Addresses[1] = svc.Addresses[1], svc.Addresses[0]
+		}
+		return svc
+	}
+	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
+		t.Run(mode.String(), func(t *testing.T) {
+			a, err := Convert(build(false), Options{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Convert(build(true), Options{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(a) != len(b) {
+				t.Fatalf("got %d and %d resources", len(a), len(b))
+			}
+			if mode == ModeWorkloadEntry && len(a) != 12 { // SE + 11 served
+				t.Fatalf("got %d resources, want 12", len(a))
+			}
+			for i := range a {
+				if a[i].Kind != b[i].Kind || a[i].FullName() != b[i].FullName() ||
+					fmt.Sprint(a[i].Labels) != fmt.Sprint(b[i].Labels) ||
+					fmt.Sprint(a[i].Annotations) != fmt.Sprint(b[i].Annotations) {
+					t.Errorf("resource %d metadata differs: %+v vs %+v", i, a[i], b[i])
+				}
+				ba, bb := marshal(a[i].Spec), marshal(b[i].Spec)
+				if len(ba) == 0 || !bytes.Equal(ba, bb) {
+					t.Errorf("resource %d (%s) marshals differently:\n%v\n%v", i, a[i].FullName(), a[i].Spec, b[i].Spec)
+				}
+			}
+		})
+	}
+}
+
+// TestConvertDoesNotAlias checks that the resources share no map with the
+// input, so an adapter reusing its service value (which the registry Sink
+// contract allows) cannot change what is served.
+func TestConvertDoesNotAlias(t *testing.T) {
+	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
+		svc := goodService()
+		svc.Annotations = map[string]string{"a": "1"}
+		svc.Labels = map[string]string{"app": "payments"}
+		svc.Instances[0].Labels = map[string]string{"version": "v1"}
+		rs, err := Convert(svc, Options{Mode: mode})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := make([][]byte, len(rs))
+		for i, r := range rs {
+			before[i] = marshal(r.Spec)
+		}
+		svc.Annotations["a"] = "2"
+		svc.Labels["app"] = "changed"
+		svc.Instances[0].Labels["version"] = "v2"
+		svc.Instances[1].Ports[80] = 9999
+		if rs[0].Annotations["a"] != "1" || rs[0].Labels["app"] != "payments" {
+			t.Errorf("mode %v: metadata follows the input after Convert", mode)
+		}
+		for i, r := range rs {
+			if !bytes.Equal(before[i], marshal(r.Spec)) {
+				t.Errorf("mode %v: resource %d changed with the input", mode, i)
+			}
+		}
+	}
+}
+
+func TestPanicThreshold(t *testing.T) {
+	svc := model.Service{
+		Namespace: "ns", Name: "svc", Hosts: []string{"svc.example"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+		Instances: []model.Instance{
+			{ID: "a", Address: "10.0.0.1"},
+			{ID: "b", Address: "10.0.0.2", Health: model.Unhealthy},
+			{ID: "c", Address: "10.0.0.3", Health: model.Unhealthy},
+			{ID: "d", Address: "10.0.0.4", Health: model.Draining},
+		},
+	}
+	// 1 of 4 healthy = 25%.
+	cases := []struct {
+		threshold int
+		want      []string
+	}{
+		{0, []string{"10.0.0.1"}},
+		{-5, []string{"10.0.0.1"}},
+		{25, []string{"10.0.0.1"}}, // 25% is not fewer than 25%
+		{26, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+		{100, []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"}},
+	}
+	for _, tc := range cases {
+		rs, err := Convert(svc, Options{PanicThresholdPercent: tc.threshold})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ep := range rs[0].Spec.(*networking.ServiceEntry).Endpoints {
+			got = append(got, ep.Address)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("threshold %d: endpoints %v, want %v", tc.threshold, got, tc.want)
+		}
+	}
+
+	// Nothing healthy and nothing else but draining: nothing served, and
+	// the empty ServiceEntry is still valid.
+	svc.Instances = []model.Instance{{ID: "d", Address: "10.0.0.4", Health: model.Draining}}
+	rs, err := Convert(svc, Options{PanicThresholdPercent: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rs[0].Spec.(*networking.ServiceEntry).Endpoints); n != 0 {
+		t.Errorf("draining-only service has %d endpoints, want 0", n)
+	}
+}
+
+func TestWorkloadNames(t *testing.T) {
+	names := func(ids ...string) []string {
+		ws := make([]served, len(ids))
+		for i, id := range ids {
+			ws[i] = served{inst: &model.Instance{ID: id}}
+		}
+		return workloadNames("svc", ws)
+	}
+	got := names("a", "B", "c_d", "c-d", "", "!!!")
+	if got[0] != "svc-a" || got[1] != "svc-b" {
+		t.Errorf("plain IDs: %v", got[:2])
+	}
+	if got[2] == got[3] || !strings.HasPrefix(got[2], "svc-c-d-") || !strings.HasPrefix(got[3], "svc-c-d-") {
+		t.Errorf("colliding IDs must get distinct hashed names: %q %q", got[2], got[3])
+	}
+	if got[4] == got[5] || len(got[4]) != len("svc-")+hashLen {
+		t.Errorf("IDs that sanitise to nothing: %q %q", got[4], got[5])
+	}
+	// Order does not matter.
+	again := names("c-d", "c_d")
+	if again[0] != got[3] || again[1] != got[2] {
+		t.Errorf("names depend on order: %v vs %v", again, got[2:4])
+	}
+	for _, n := range append(got, names(strings.Repeat("x.", 200))...) {
+		if !isDNS1123Subdomain(n) {
+			t.Errorf("%q is not a DNS-1123 subdomain", n)
+		}
+	}
+}
+
+// BenchmarkConvert converts a service with 10 instances, 2 ports and a few
+// labels per instance.
+func BenchmarkConvert(b *testing.B) {
+	svc := model.Service{
+		Registry: "consul", Namespace: "shop", Name: "payments",
+		Hosts: []string{"payments.service.consul"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}, {Number: 9090, Protocol: model.ProtocolGRPC}},
+	}
+	for i := 0; i < 10; i++ {
+		svc.Instances = append(svc.Instances, model.Instance{
+			ID:       fmt.Sprintf("payments-%d", i),
+			Address:  fmt.Sprintf("10.0.0.%d", i+1),
+			Ports:    map[uint32]uint32{80: 8080},
+			Labels:   map[string]string{"version": "v1", "zone": "eu-west-1a", "team": "payments"},
+			Locality: "eu-west/eu-west-1a",
+		})
+	}
+	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
+		b.Run(mode.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Convert(svc, Options{Mode: mode}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

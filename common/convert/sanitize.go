@@ -1,0 +1,235 @@
+package convert
+
+import (
+	"encoding/hex"
+	"hash/fnv"
+	"sort"
+	"strings"
+)
+
+// Registries allow names that Kubernetes and Envoy do not: Eureka upper-cases
+// application names, Dubbo groups carry '_' and ':', Consul metadata keys and
+// values are free text. The sanitisers below repair such strings instead of
+// rejecting them, so that one odd record does not hide a whole service.
+//
+// Every sanitiser is a pure function of its input, so the same registry data
+// always gives the same names. When a string has to be shortened, a hash of
+// the whole original is appended so that long names differing only in their
+// tail stay distinct.
+
+const (
+	// maxDNSLabel is the DNS-1123 label limit (RFC 1123, Kubernetes names,
+	// port names, label name parts).
+	maxDNSLabel = 63
+	// maxDNSSubdomain is the DNS-1123 subdomain limit (Kubernetes object
+	// names, label key prefixes).
+	maxDNSSubdomain = 253
+	// maxLabelValue is Kubernetes' label value limit.
+	maxLabelValue = 63
+	// hashLen is the number of hex digits of the stable hash appended to
+	// shortened or colliding names: 40 bits, so an accidental clash between
+	// two names of one service is negligible.
+	hashLen = 10
+)
+
+// shortHash returns a short stable hash of s: the first hashLen hex digits
+// of its 64-bit FNV-1a digest. The digits are [0-9a-f], valid in every
+// syntax used here.
+func shortHash(s string) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(s)) // hash.Hash.Write never fails
+	return hex.EncodeToString(h.Sum(nil))[:hashLen]
+}
+
+func isLowerAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool      { return isLowerAlnum(c) || c >= 'A' && c <= 'Z' }
+
+// trimNonAlnum removes leading and trailing bytes that are not ASCII letters
+// or digits: every syntax here must start and end alphanumeric.
+func trimNonAlnum(s string) string {
+	i, j := 0, len(s)
+	for i < j && !isAlnum(s[i]) {
+		i++
+	}
+	for j > i && !isAlnum(s[j-1]) {
+		j--
+	}
+	return s[i:j]
+}
+
+// replaceInvalid maps s rune by rune: lower-cases ASCII letters when lower is
+// set, keeps bytes for which keep is true and turns everything else
+// (including each non-ASCII rune, whatever its width) into '-'.
+func replaceInvalid(s string, lower bool, keep func(byte) bool) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r >= 0x80 {
+			b.WriteByte('-')
+			continue
+		}
+		c := byte(r)
+		if lower && c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if keep(c) {
+			b.WriteByte(c)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// shorten cuts the already sanitised s to at most limit bytes. When it has
+// to cut, it keeps a prefix and appends "-" plus the hash of original, so
+// that different originals sharing a long prefix still differ.
+func shorten(s, original string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	head := trimNonAlnum(s[:limit-hashLen-1])
+	if head == "" {
+		return shortHash(original)
+	}
+	return head + "-" + shortHash(original)
+}
+
+// SanitizeDNSLabel turns s into a DNS-1123 label: lower case, only [a-z0-9-],
+// at most 63 bytes, starting and ending with a letter or digit. Other
+// characters become '-'; leading and trailing '-' are dropped; a longer
+// result is cut and given a hash suffix. It returns "" when nothing is left.
+//
+// Examples: "MY_APP" -> "my-app", "providers:com.foo.Bar::" -> "providers-com-foo-bar".
+func SanitizeDNSLabel(s string) string {
+	out := trimNonAlnum(replaceInvalid(s, true, func(c byte) bool { return isLowerAlnum(c) || c == '-' }))
+	return shorten(out, s, maxDNSLabel)
+}
+
+// SanitizeHost sanitises a host name label by label with SanitizeDNSLabel,
+// dropping labels that end up empty (so "a..b." becomes "a.b"). A leading
+// "*." wildcard is kept; any other '*' is not valid in a ServiceEntry host
+// and is removed. It returns "" when no label is left.
+//
+// The total length is not limited here: a host cannot be shortened without
+// changing what it names, so an over-long host is left for validation to
+// reject.
+func SanitizeHost(s string) string {
+	s = strings.TrimSpace(s)
+	wildcard := strings.HasPrefix(s, "*.")
+	if wildcard {
+		s = s[2:]
+	}
+	parts := strings.Split(s, ".")
+	labels := parts[:0]
+	for _, p := range parts {
+		if l := SanitizeDNSLabel(p); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	if len(labels) == 0 {
+		return ""
+	}
+	host := strings.Join(labels, ".")
+	if wildcard {
+		return "*." + host
+	}
+	return host
+}
+
+// sanitizeSubdomain turns s into a DNS-1123 subdomain (dot-separated
+// labels, lower case), without any length limit: callers decide how to fit
+// it. It returns "" when nothing is left.
+func sanitizeSubdomain(s string) string {
+	s = replaceInvalid(s, true, func(c byte) bool { return isLowerAlnum(c) || c == '-' || c == '.' })
+	parts := strings.Split(s, ".")
+	labels := parts[:0]
+	for _, p := range parts {
+		if l := trimNonAlnum(p); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	return strings.Join(labels, ".")
+}
+
+// sanitizeQualifiedName repairs a Kubernetes "qualified name" (a label name
+// part or a label value): [A-Za-z0-9._-], alphanumeric at both ends, at most
+// 63 bytes. Case is kept: Kubernetes allows upper case here and registries
+// use it meaningfully (versions, zones).
+func sanitizeQualifiedName(s string) string {
+	out := trimNonAlnum(replaceInvalid(s, false, func(c byte) bool {
+		return isAlnum(c) || c == '-' || c == '_' || c == '.'
+	}))
+	return shorten(out, s, maxLabelValue)
+}
+
+// sanitizeLabelKey repairs a Kubernetes label key: an optional DNS subdomain
+// prefix (at most 253 bytes, lower case) and "/", then a qualified name. The
+// prefix ends at the first '/'; any later '/' is repaired inside the name. A
+// prefix that sanitises to nothing is dropped ("/app" -> "app"). It returns
+// "" when the name part is empty.
+func sanitizeLabelKey(k string) string {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		prefix, name = "", k
+	}
+	name = sanitizeQualifiedName(name)
+	if name == "" {
+		return ""
+	}
+	prefix = sanitizeSubdomain(prefix)
+	if len(prefix) > maxDNSSubdomain {
+		prefix = shorten(prefix, k, maxDNSSubdomain)
+	}
+	if prefix == "" {
+		return name
+	}
+	return prefix + "/" + name
+}
+
+// SanitizeLabels returns a copy of in that follows Kubernetes label syntax:
+// keys are an optional DNS subdomain prefix plus "/" plus a name of at most
+// 63 bytes, values at most 63 bytes of [A-Za-z0-9._-] with a letter or digit
+// at both ends (or empty). Invalid characters become '-', other repairs
+// follow the sanitisers above. Pairs that cannot be repaired are dropped: a
+// key with an empty name, or a non-empty value that sanitises to nothing.
+//
+// When two keys become equal after repair, a key that was valid as given
+// wins over a repaired one; among repaired keys the smallest original key
+// wins. The result therefore does not depend on map iteration order. It
+// returns nil when nothing is left.
+func SanitizeLabels(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(in))
+	for k := range in {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	out := make(map[string]string, len(in))
+	// exact records which output keys came from an unrepaired original key,
+	// so that such a pair can displace a repaired one whatever the order.
+	exact := make(map[string]bool, len(in))
+	for _, k := range keys {
+		key := sanitizeLabelKey(k)
+		if key == "" {
+			continue
+		}
+		v := in[k]
+		value := sanitizeQualifiedName(v)
+		if value == "" && v != "" {
+			continue
+		}
+		if _, taken := out[key]; taken && (exact[key] || key != k) {
+			continue
+		}
+		out[key] = value
+		exact[key] = key == k
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}

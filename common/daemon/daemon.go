@@ -1,0 +1,332 @@
+// Package daemon runs an adapter as a Galleon binary: it parses settings,
+// wires registry -> pipeline -> snapshot store -> xDS server, serves metrics
+// and health over HTTP, and stops everything it started on SIGINT/SIGTERM.
+// A binary's main only describes its adapter in a Spec and calls Main.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/common/pipeline"
+	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/common/snapshot"
+	"github.com/galleon-mesh/galleon/common/xds"
+)
+
+// Default addresses. Istio uses 15000-15090, 8080 and 9876; these clash
+// with none of them.
+const (
+	DefaultListen = ":16010"
+	DefaultHTTP   = ":16014"
+)
+
+// NewRegistry builds the adapter once settings are parsed.
+type NewRegistry func(log *slog.Logger) (registry.Registry, error)
+
+// Spec describes one adapter binary.
+type Spec struct {
+	// Name is the binary's name, as in usage text.
+	Name string
+	// Registry names the registry kind in logs and metrics ("file").
+	Registry string
+	// Summary is one line for --help.
+	Summary string
+	// Flags adds the adapter's flags to fs and returns the constructor that
+	// reads them once parsed.
+	Flags func(fs *pflag.FlagSet) NewRegistry
+}
+
+// options are the settings every binary shares.
+type options struct {
+	config         string
+	listen         string
+	http           string
+	logFormat      string
+	logLevel       string
+	output         string
+	panicThreshold int
+	quiet          time.Duration
+	maxDelay       time.Duration
+	shutdownGrace  time.Duration
+}
+
+func (o *options) register(fs *pflag.FlagSet) {
+	fs.StringVar(&o.config, "config", "", "YAML file of settings; keys are flag names (flags and GALLEON_* variables override it)")
+	fs.StringVar(&o.listen, "listen", DefaultListen, "gRPC address serving MCP over xDS (istiod's configSources: xds://<this address>)")
+	fs.StringVar(&o.http, "http", DefaultHTTP, "HTTP address for /metrics, /healthz, /readyz and /debug/status")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.output, "output", "serviceentry", "resources to serve: serviceentry (endpoints inline) or workloadentry (one WorkloadEntry per instance)")
+	fs.IntVar(&o.panicThreshold, "panic-threshold", 0, "percent: when fewer instances of a service are healthy, serve all but draining ones (0 disables)")
+	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
+	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
+}
+
+func (o *options) check() error {
+	var errs []error
+	errs = append(errs, checkAddress("listen", o.listen), checkAddress("http", o.http),
+		oneOf("log-format", o.logFormat, "text", "json"),
+		oneOf("log-level", o.logLevel, "debug", "info", "warn", "error"),
+		oneOf("output", o.output, "serviceentry", "workloadentry"))
+	if o.panicThreshold < 0 || o.panicThreshold > 100 {
+		errs = append(errs, fmt.Errorf("--panic-threshold %d: want a percentage from 0 to 100", o.panicThreshold))
+	}
+	if o.quiet <= 0 || o.maxDelay <= 0 {
+		errs = append(errs, fmt.Errorf("--debounce-quiet and --debounce-max must be positive durations such as 100ms"))
+	}
+	return errors.Join(errs...)
+}
+
+// Main runs the binary described by spec with the process's arguments and
+// returns its exit code: 0 after a clean stop, 1 on a runtime failure, 2 on
+// bad settings.
+func Main(spec Spec) int {
+	return Run(context.Background(), spec, os.Args[1:], os.Stderr)
+}
+
+// Run is Main with explicit arguments and output, for tests.
+func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet(spec.Name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "%s: %s\n\nUsage: %s [flags]\n\nEvery flag can also be set as GALLEON_<FLAG> in the environment\n(--debounce-quiet is GALLEON_DEBOUNCE_QUIET) or as a key in the --config file.\nFlags win over the environment, which wins over the file.\n\nFlags:\n%s",
+			spec.Name, spec.Summary, spec.Name, fs.FlagUsages())
+	}
+	var o options
+	o.register(fs)
+	newRegistry := spec.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for the flags.\n", spec.Name, err, spec.Name)
+		return 2
+	}
+	if err := loadSettings(fs, o.config); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
+	if err := o.check(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
+	log := newLogger(stderr, o.logFormat, o.logLevel).With("registry", spec.Registry)
+	reg, err := newRegistry(log)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := serve(ctx, spec, &o, reg, log); err != nil {
+		log.Error("stopped", "error", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level)) // checked in options.check
+	ho := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
+}
+
+// serve runs everything until ctx is cancelled or a part fails.
+func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, log *slog.Logger) error {
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	store := snapshot.NewStore()
+	mode := convert.ModeServiceEntry
+	if o.output == "workloadentry" {
+		mode = convert.ModeWorkloadEntry
+	}
+	pipe := pipeline.New(store, pipeline.Config{
+		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold},
+		Quiet:      o.quiet,
+		MaxDelay:   o.maxDelay,
+		Logger:     log,
+		Registerer: metrics,
+	})
+
+	grpcLis, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", o.http)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("--http: %w", err)
+	}
+	g := grpc.NewServer(xds.GRPCServerOptions()...)
+	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics}).Register(g)
+	healthSrv := health.NewServer()
+	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, healthSrv)
+	reflection.Register(g)
+	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, metrics), ReadHeaderTimeout: 10 * time.Second}
+
+	log.Info("serving", "listen", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 5)
+	run := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	run("registry", func() error { return reg.Run(ctx, pipe) })
+	run("pipeline", func() error { return pipe.Run(ctx) })
+	run("grpc", func() error { return g.Serve(grpcLis) })
+	run("http", func() error {
+		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	run("health", func() error { return followReadiness(ctx, store, healthSrv, log) })
+
+	<-ctx.Done()
+	log.Info("stopping", "grace", o.shutdownGrace)
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(o.shutdownGrace):
+		g.Stop() // streams to sinks never end by themselves
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), o.shutdownGrace)
+	defer done()
+	_ = httpSrv.Shutdown(shutdownCtx)
+	wg.Wait()
+	close(errs)
+	return <-errs // nil when every part stopped cleanly
+}
+
+// followReadiness sets the gRPC health status to SERVING once the first
+// registry listing is in the snapshot.
+func followReadiness(ctx context.Context, store *snapshot.Store, h *health.Server, log *slog.Logger) error {
+	changed, cancel := store.Subscribe()
+	defer cancel()
+	for !store.Current().Ready {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		}
+	}
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("ready: serving the registry's services")
+	<-ctx.Done()
+	h.Shutdown()
+	return ctx.Err()
+}
+
+// statusReport is the body of /debug/status.
+type statusReport struct {
+	Registry    string                     `json:"registry"`
+	Synced      bool                       `json:"synced"`
+	Stale       bool                       `json:"stale"`
+	Unreachable string                     `json:"unreachable,omitempty"`
+	Services    int                        `json:"services"`
+	Seq         uint64                     `json:"seq"`
+	LastFlush   *time.Time                 `json:"lastFlush,omitempty"`
+	Collections map[string]collectionState `json:"collections"`
+}
+
+type collectionState struct {
+	Version   string `json:"version"`
+	Resources int    `json:"resources"`
+}
+
+func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, metrics *prometheus.Registry) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		st := pipe.Status()
+		switch {
+		case !st.Synced:
+			http.Error(w, "not ready: waiting for the first full listing of the registry", http.StatusServiceUnavailable)
+		case st.Unreachable != nil:
+			// Still ready: the last good state is served, which beats
+			// taking this replica out of rotation. /debug/status and the
+			// galleon_registry_unreachable metric say it is stale.
+			fmt.Fprintf(w, "ready (stale: registry unreachable: %v)\n", st.Unreachable)
+		default:
+			fmt.Fprintln(w, "ready")
+		}
+	})
+	mux.HandleFunc("/debug/status", func(w http.ResponseWriter, _ *http.Request) {
+		st := pipe.Status()
+		snap := store.Current()
+		rep := statusReport{Registry: spec.Registry, Synced: st.Synced, Stale: st.Unreachable != nil,
+			Services: st.Services, Seq: snap.Seq, Collections: map[string]collectionState{}}
+		if st.Unreachable != nil {
+			rep.Unreachable = st.Unreachable.Error()
+		}
+		if !st.LastFlush.IsZero() {
+			rep.LastFlush = &st.LastFlush
+		}
+		for _, k := range snapshot.Kinds() {
+			c := snap.Collection(k)
+			rep.Collections[k.String()] = collectionState{Version: c.Version, Resources: c.Len()}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, "%s\n\n%s\n", spec.Name, strings.Join([]string{
+			"/metrics       Prometheus metrics",
+			"/healthz       liveness",
+			"/readyz        readiness (ready once the registry was listed)",
+			"/debug/status  what is served, as JSON",
+		}, "\n"))
+	})
+	return mux
+}

@@ -1,0 +1,175 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+func testFlags(fs *pflag.FlagSet) (*options, *string) {
+	var o options
+	o.register(fs)
+	name := fs.String("name", "none", "a test flag")
+	return &o, name
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "galleon.yaml")
+	if err := os.WriteFile(cfg, []byte("name: from-file\nlog-level: debug\ndebounce-quiet: 250ms\npanic-threshold: 40\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GALLEON_LOG_LEVEL", "warn")
+	t.Setenv("GALLEON_DEBOUNCE_QUIET", "300ms")
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o, name := testFlags(fs)
+	if err := fs.Parse([]string{"--config", cfg, "--debounce-quiet", "50ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadSettings(fs, o.config); err != nil {
+		t.Fatal(err)
+	}
+	if *name != "from-file" || o.logLevel != "warn" || o.quiet != 50*time.Millisecond || o.panicThreshold != 40 {
+		t.Fatalf("name=%q log-level=%q quiet=%v panic=%d: want file < env < flag", *name, o.logLevel, o.quiet, o.panicThreshold)
+	}
+}
+
+func TestBadSettingsSayWhatToFix(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"unknown flag", nil, []string{"--nope"}, "unknown flag: --nope"},
+		{"unknown file key", nil, []string{"--config", write("unknown.yaml", "lissen: :1\n")}, `unknown key(s) lissen`},
+		{"bad YAML", nil, []string{"--config", write("bad.yaml", "listen: [\n")}, "not valid YAML"},
+		{"missing file", nil, []string{"--config", filepath.Join(dir, "missing.yaml")}, "--config: open"},
+		{"bad env duration", map[string]string{"GALLEON_DEBOUNCE_MAX": "soon"}, nil, "environment variable GALLEON_DEBOUNCE_MAX: invalid argument"},
+		{"bad file int", nil, []string{"--config", write("int.yaml", "panic-threshold: lots\n")}, `key "panic-threshold": invalid argument`},
+		{"bad address", nil, []string{"--listen", "16010"}, "--listen \"16010\": want host:port"},
+		{"bad enum", nil, []string{"--output", "crds"}, "--output \"crds\": want one of serviceentry, workloadentry"},
+		{"bad percent", nil, []string{"--panic-threshold", "101"}, "want a percentage"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			var stderr bytes.Buffer
+			code := Run(context.Background(), testSpec(nil), c.args, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and %q", code, stderr.String(), c.want)
+			}
+		})
+	}
+}
+
+// staticRegistry reports a fixed listing once and waits.
+type staticRegistry struct{ services []model.Service }
+
+func (r staticRegistry) Run(ctx context.Context, sink registry.Sink) error {
+	sink.Replace(r.services)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func testSpec(reg registry.Registry) Spec {
+	return Spec{Name: "galleon-test", Registry: "test", Summary: "test",
+		Flags: func(fs *pflag.FlagSet) NewRegistry {
+			fs.String("name", "", "a test flag")
+			return func(*slog.Logger) (registry.Registry, error) {
+				if reg == nil {
+					return nil, errors.New("no registry in this test")
+				}
+				return reg, nil
+			}
+		}}
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestRunServesAndStopsCleanly(t *testing.T) {
+	reg := staticRegistry{services: []model.Service{{
+		Namespace: "ns", Name: "a", Hosts: []string{"a.ns.test"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+	}}}
+	listen, httpAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() { exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, &logs) }()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get("/readyz")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %d %s\nlogs:\n%s", code, body, logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code, body := get("/debug/status"); code != 200 || !strings.Contains(body, `"services": 1`) {
+		t.Fatalf("/debug/status: %d %s", code, body)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
+		t.Fatalf("/metrics lacks galleon_services 1: %d", code)
+	}
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit %d after cancel; logs:\n%s", code, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+}
