@@ -345,7 +345,7 @@ func TestNeverGoodFile(t *testing.T) {
 	if _, ok := state[key("one")]; !ok || len(state) != 1 {
 		t.Errorf("state = %v", state)
 	}
-	if !hasEvent("rejected " + bad + ":3: invalid YAML")(events, nil) {
+	if !hasEvent("rejected "+bad+":3: invalid YAML")(events, nil) {
 		t.Errorf("no rejection of %s:3 in %v", bad, events)
 	}
 }
