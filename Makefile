@@ -3,18 +3,25 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet fmt-check
+.PHONY: help build test unit vet e2e istiod
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-vet: ## go vet and gofmt check
+vet: ## go vet (both modules) and gofmt check
 	$(GO) vet ./...
+	cd test && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit: ## unit and protocol tests of the main module, race detector on
 	$(GO) test -race -count=1 ./...
 
-test: vet unit ## every test
+istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once; ~5 min cold)
+	scripts/istiod.sh build >/dev/null
+
+e2e: istiod ## end-to-end and conformance tests against a real istiod
+	cd test && $(GO) test -count=1 ./...
+
+test: vet unit e2e ## every test: unit, protocol, conformance and end-to-end

@@ -191,7 +191,11 @@ func parseFile(path string, data []byte, defaultNamespace string) (*parsedFile, 
 			break
 		}
 		if err != nil {
-			return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: fmt.Errorf("invalid YAML: %w", err)}
+			// yaml.v3's own "line N" is often wrong (see syntaxErrorLine):
+			// keep it out of the message, the record has the right one.
+			msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
+			msg = strings.TrimPrefix(msg, ": ")
+			return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: errors.New("invalid YAML: " + msg)}
 		}
 		items, err := servicesOf(&doc)
 		if err != nil {

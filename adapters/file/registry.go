@@ -129,7 +129,10 @@ type Config struct {
 	// Resync is the interval of the periodic re-scan that backs up the
 	// file-system watch; default 30s.
 	Resync time.Duration
-	// Logger receives the adapter's logs; default slog.Default().
+	// Logger receives the adapter's logs; default slog.Default(). The
+	// adapter logs at Warn only what the Sink does not hear about (trouble
+	// with the file-system watch); the rejections and outages it reports
+	// to the Sink are the Sink owner's to log, so they are at Debug here.
 	Logger *slog.Logger
 }
 
@@ -178,7 +181,9 @@ func New(cfg Config) (*Registry, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Registry{cfg: cfg, log: log.With("registry", registryName, "dir", dir)}, nil
+	// No "registry" attribute: the daemon's logger carries registry=file
+	// already, and a second one would print it twice.
+	return &Registry{cfg: cfg, log: log.With("dir", dir)}, nil
 }
 
 // Run watches the directory and reports to sink until ctx is cancelled,
@@ -334,7 +339,7 @@ func isRegistryFile(name string) bool {
 func (s *runState) sync() {
 	if err := s.scan(); err != nil {
 		if s.unreachable == nil {
-			s.log.Warn("registry directory unreachable; keeping the last state", "err", err)
+			s.log.Debug("registry directory unreachable; keeping the last state", "err", err)
 			s.sink.Unreachable(err)
 		}
 		s.unreachable = err
@@ -497,7 +502,7 @@ func (s *runState) report() {
 		id := rej.record() + "\x00" + rej.err.Error()
 		current[id] = true
 		if !s.rejected[id] {
-			s.log.Warn("rejected registry record", "record", rej.record(), "err", rej.err)
+			s.log.Debug("rejected registry record", "record", rej.record(), "err", rej.err)
 			s.sink.Rejected(rej.record(), rej.err)
 		}
 	}
@@ -514,7 +519,7 @@ func (s *runState) report() {
 		s.reported = desired
 		s.synced = true
 		if s.unreachable != nil {
-			s.log.Info("registry directory reachable again")
+			s.log.Debug("registry directory reachable again")
 			s.unreachable = nil
 			s.sink.Unreachable(nil)
 		}

@@ -609,3 +609,42 @@ func TestRunStopsOnCancel(t *testing.T) {
 		t.Errorf("Run with a cancelled context = %v", err)
 	}
 }
+
+// TestLogsNameTheRegistryOnce: the daemon passes a logger that carries
+// registry=<kind> already; the adapter must not add it again.
+func TestLogsNameTheRegistryOnce(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", services(svc("one")))
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil)).With("registry", "file")
+	reg, err := New(Config{Dir: dir, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sink := newRecordingSink()
+	done := make(chan error, 1)
+	go func() { done <- reg.Run(ctx, sink) }()
+	waitFor(t, "the initial Replace", sink, hasEvent("replace 1"))
+	cancel()
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if n := strings.Count(line, "registry="); n != 1 {
+			t.Errorf("%d registry attributes in %q", n, line)
+		}
+	}
+	if !strings.Contains(buf.String(), "registry synced") {
+		t.Errorf("no sync logged:\n%s", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

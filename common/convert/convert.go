@@ -209,7 +209,14 @@ func (c *converter) convert() []Resource {
 	c.ports = convertPorts(svc.Ports)
 
 	instances := servedInstances(svc.Instances, c.opts.PanicThresholdPercent)
-	resolution, ok := c.resolution(instances)
+	// Resolution is decided from every instance, served or not: were it
+	// decided from the served ones, a health flip could move a service
+	// between DNS and STATIC, which istiod can only apply with a full push.
+	all := make([]*model.Instance, len(svc.Instances))
+	for i := range svc.Instances {
+		all[i] = &svc.Instances[i]
+	}
+	resolution, ok := c.resolution(all)
 	if !ok {
 		return nil
 	}

@@ -218,8 +218,8 @@ func TestDeterminism(t *testing.T) {
 			case 5:
 				inst.ID = "ORDERS_4" // sanitises to "orders-4" too: WorkloadEntry names collide
 			}
-			keys := []string{"version", "Zone Name", "zone-name", "app"}
-			vals := []string{"v1", "a", "b", "orders"}
+			keys := []string{"version", "zone name", "zone-name", "zone_name!", "app"} // "zone name" repairs to "zone-name", which exists
+			vals := []string{"v1", "a", "b", "c", "orders"}
 			if reverse {
 				for k := len(keys) - 1; k >= 0; k-- {
 					inst.Labels[keys[k]] = vals[k]
@@ -419,5 +419,31 @@ func BenchmarkConvert(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A health flip must never move a service between STATIC and DNS: istiod
+// can apply that only with a full push.
+func TestResolutionDoesNotFollowHealth(t *testing.T) {
+	svc := model.Service{
+		Namespace: "ns", Name: "mixed", Hosts: []string{"mixed.ns.internal"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+		Instances: []model.Instance{
+			{ID: "ip", Address: "10.0.0.1"},
+			{ID: "dns", Address: "vm1.example.internal", Health: model.Unhealthy},
+		},
+	}
+	resolutionOf := func(s model.Service) networking.ServiceEntry_Resolution {
+		t.Helper()
+		res, err := Convert(s, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Spec.(*networking.ServiceEntry).Resolution
+	}
+	before := resolutionOf(svc)
+	svc.Instances[1].Health = model.Healthy
+	if after := resolutionOf(svc); before != after || after != networking.ServiceEntry_DNS {
+		t.Fatalf("resolution %v with the host-name instance unhealthy, %v with it healthy; want DNS both times", before, after)
 	}
 }

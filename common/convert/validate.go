@@ -30,6 +30,9 @@ import (
 //     without labels (it would select every workload in the namespace).
 //   - A ServiceEntry needs at least one port (istiod accepts none, which
 //     serves nothing).
+//   - workloadSelector labels must have label syntax (istiod only refuses
+//     empty keys and '*'): a selector that no valid label matches selects
+//     nothing.
 //   - The CRD schema's per-field limits are enforced too (list sizes, string
 //     lengths, label value length), so that a served resource is also valid
 //     as a Kubernetes object. The schema's cap of 4096 endpoints is not: over

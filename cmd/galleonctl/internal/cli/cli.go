@@ -1,0 +1,165 @@
+// Package cli implements galleonctl's commands. It is kept out of package
+// main so that the commands can be run, and their output checked, from
+// tests in the same process.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	// Decode the bodies of every Istio config kind an MCP source may
+	// serve, not only ServiceEntry/WorkloadEntry.
+	_ "istio.io/api/extensions/v1alpha1"
+	_ "istio.io/api/mesh/v1alpha1"
+	_ "istio.io/api/networking/v1alpha3"
+	_ "istio.io/api/networking/v1beta1"
+	_ "istio.io/api/security/v1beta1"
+	_ "istio.io/api/telemetry/v1alpha1"
+)
+
+// DefaultAddr is where a Galleon adapter serves MCP over xDS unless told
+// otherwise (its --listen default, ":16010").
+const DefaultAddr = "localhost:16010"
+
+// maxRecvMsgSize is far above any real response: a diagnostic tool must
+// show a response even if it is too big for a sink.
+const maxRecvMsgSize = 256 << 20
+
+const mainUsage = `galleonctl shows what an MCP-over-xDS config source serves, as istiod sees it.
+
+It speaks the standard protocol (Envoy ADS carrying istio.mcp.v1alpha1.Resource
+payloads), so it works against Galleon, istiod, or any other MCP-over-xDS source.
+
+Usage:
+  galleonctl <command> [flags]
+
+Commands:
+  get     fetch the resources of one or more types once, print them like kubectl
+  watch   stream changes until interrupted (SotW like istiod, or --delta)
+  help    show the help of a command: galleonctl help <command>
+
+Examples:
+  # Every ServiceEntry a local Galleon serves, as a kubectl-style YAML list
+  galleonctl get
+  # WorkloadEntries from a remote source, one name per line
+  galleonctl get --addr galleon.istio-system:16010 --type workloadentries -o names
+  # Follow every change, with the full changed objects
+  galleonctl watch --addr galleon.istio-system:16010 -o yaml
+
+Run 'galleonctl <command> --help' for the flags of a command.
+`
+
+// Run runs galleonctl with args (without the program name) and returns the
+// exit status: 0 success, 1 failure, 2 bad usage.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return 2
+	}
+	switch args[0] {
+	case "get":
+		return runGet(ctx, args[1:], stdout, stderr)
+	case "watch":
+		return runWatch(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && (args[1] == "get" || args[1] == "watch") {
+			return Run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, mainUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "galleonctl: unknown command %q\n\n%s", args[0], mainUsage)
+	return 2
+}
+
+// options are the flags every command has.
+type options struct {
+	addr       string
+	types      string
+	apiVersion string
+	nodeID     string
+	output     string
+	timeout    time.Duration
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.addr, "addr", DefaultAddr, "`host:port` of the MCP-over-xDS source (an \"xds://\" prefix, as in istiod's configSources, is accepted)")
+	fs.StringVar(&o.types, "type", "serviceentries", "what to subscribe to: serviceentries (se), workloadentries (we), or a full type URL such as\nnetworking.istio.io/v1/DestinationRule; several, comma-separated, share one stream like istiod's")
+	fs.StringVar(&o.apiVersion, "api-version", "v1", "API version in the type URL of serviceentries/workloadentries: v1 (istiod >= 1.24), v1beta1, or v1alpha3 (istiod <= 1.23)")
+	fs.StringVar(&o.nodeID, "node-id", "galleonctl", "node id sent to the source (sources may choose what to serve by node)")
+}
+
+// parse parses args into fs and handles --help and usage errors; it
+// returns -1 to go on, or the exit status.
+func parse(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writer) int {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {} // printed below, on stdout for --help
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		var flags bytes.Buffer
+		fs.SetOutput(&flags)
+		fs.PrintDefaults()
+		fmt.Fprintf(stdout, "%s\nFlags:\n%s", usage, flags.String())
+		return 0
+	}
+	if err != nil { // the flag package printed what is wrong
+		fmt.Fprintf(stderr, "Run 'galleonctl %s --help' for usage.\n", fs.Name())
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "galleonctl %s: unexpected argument %q (flags come before nothing else)\nRun 'galleonctl %s --help' for usage.\n",
+			fs.Name(), fs.Arg(0), fs.Name())
+		return 2
+	}
+	return -1
+}
+
+// dial creates the gRPC client. It does not connect: the first stream
+// does, and fails fast if the source cannot be reached.
+func dial(addr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(strings.TrimPrefix(addr, "xds://"),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUserAgent("galleonctl"),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	return conn, nil
+}
+
+// explain turns a stream error into a message an operator can act on.
+func explain(err error, addr string, delta bool) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return fmt.Sprintf("%s: %v", addr, err)
+	}
+	switch st.Code() {
+	case codes.Unavailable:
+		hint := ""
+		if strings.Contains(st.Message(), "HTTP/1.1") {
+			hint = " (an HTTP/1.1 server answered: is this the source's HTTP port instead of its gRPC one?)"
+		}
+		return fmt.Sprintf("cannot reach %s: %s%s", addr, st.Message(), hint)
+	case codes.Unimplemented:
+		if delta {
+			return fmt.Sprintf("%s does not serve Delta ADS (%s); istiod only uses SotW: try without --delta", addr, st.Message())
+		}
+		return fmt.Sprintf("%s does not serve ADS (envoy.service.discovery.v3.AggregatedDiscoveryService): %s", addr, st.Message())
+	}
+	return fmt.Sprintf("%s ended the stream: %s: %s", addr, st.Code(), st.Message())
+}
+
+// timestamp formats arrival times: RFC 3339 with milliseconds.
+func timestamp(t time.Time) string { return t.Format("2006-01-02T15:04:05.000Z07:00") }

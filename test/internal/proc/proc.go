@@ -1,0 +1,318 @@
+// Package proc runs the server processes of Galleon's tests (istiod, Galleon binaries, registry
+// servers): output captured in a log file, the log's tail written to the test log when the test
+// failed, SIGTERM then SIGKILL in t.Cleanup, and polling helpers instead of fixed sleeps.
+package proc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.
+const DefaultStopGrace = 10 * time.Second
+
+// Config describes a process to start.
+type Config struct {
+	Name string   // short name for messages and the log file name ("istiod", "galleon-file")
+	Path string   // executable
+	Args []string // arguments (without argv[0])
+	Env  []string // full environment; nil means os.Environ()
+	Dir  string   // working directory; default: a new t.TempDir()
+	// LogPath is where stdout and stderr go; default <Dir>/<Name>.log.
+	LogPath string
+	// StopGrace is how long Stop waits after SIGTERM before SIGKILL; default DefaultStopGrace.
+	StopGrace time.Duration
+	// TailLines is how many log lines are dumped when the test failed; default 200.
+	TailLines int
+}
+
+// Process is a started process.
+type Process struct {
+	Config
+	t       testing.TB
+	cmd     *exec.Cmd
+	logFile *os.File
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+}
+
+// Start starts the process. It is stopped in t.Cleanup, after which, if the test failed, the
+// tail of its log is written to the test log.
+func Start(t testing.TB, c Config) (*Process, error) {
+	t.Helper()
+	if c.Name == "" {
+		c.Name = filepath.Base(c.Path)
+	}
+	if c.Dir == "" {
+		c.Dir = t.TempDir()
+	}
+	if c.LogPath == "" {
+		c.LogPath = filepath.Join(c.Dir, c.Name+".log")
+	}
+	if c.StopGrace == 0 {
+		c.StopGrace = DefaultStopGrace
+	}
+	if c.TailLines == 0 {
+		c.TailLines = 200
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	logFile, err := os.Create(c.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = sysProcAttr()
+	p := &Process{Config: c, t: t, cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Linux sends Pdeathsig when the *thread* that forked the child exits, not the process,
+		// and the Go runtime may retire threads: keep the forking goroutine locked to its thread
+		// until the child is gone, or the child can be SIGKILLed in the middle of a test.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s (pid %d) %s", p.Name, p.Pid(), p.Tail(p.TailLines))
+		}
+	})
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Stop sends SIGTERM, then SIGKILL after StopGrace, and waits for the exit. Idempotent.
+func (p *Process) Stop() {
+	p.once.Do(func() {
+		defer p.logFile.Close()
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(p.StopGrace):
+			p.t.Logf("%s did not stop %v after SIGTERM, killing it", p.Name, p.StopGrace)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+}
+
+// Signal sends sig to the process (e.g. SIGSTOP to simulate a hung server).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Exited reports whether the process has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Log returns the whole log so far.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.LogPath)
+	return string(b)
+}
+
+// LogContains reports whether the log contains substr.
+func (p *Process) LogContains(substr string) bool { return strings.Contains(p.Log(), substr) }
+
+// LogOffset is the current size of the log; pass it to LogSince to look only at what the
+// process logs after this point.
+func (p *Process) LogOffset() int64 {
+	st, err := os.Stat(p.LogPath)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// LogSince returns what was logged after offset (see LogOffset).
+func (p *Process) LogSince(offset int64) string {
+	b, _ := os.ReadFile(p.LogPath)
+	if offset < 0 || offset > int64(len(b)) {
+		return ""
+	}
+	return string(b[offset:])
+}
+
+// Tail returns the last n lines of the log, framed for a test log. PEM blocks (istiod logs its
+// self-signed certificates) are elided.
+func (p *Process) Tail(n int) string {
+	var lines []string
+	inPEM := false
+	for _, l := range strings.Split(strings.TrimRight(p.Log(), "\n"), "\n") {
+		switch {
+		case strings.Contains(l, "-----BEGIN "):
+			inPEM = true
+			lines = append(lines, l, "[PEM block omitted]")
+		case strings.Contains(l, "-----END "):
+			inPEM = false
+		case !inPEM:
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("--- last %d lines of %s ---\n%s\n--- end of %s log ---", len(lines), p.LogPath, strings.Join(lines, "\n"), p.Name)
+}
+
+// WaitFor polls cond like the package-level WaitFor, but stops at once if the process exits.
+func (p *Process) WaitFor(ctx context.Context, cond func() (bool, error)) error {
+	return WaitFor(ctx, func() (bool, error) {
+		if exited, err := p.Exited(); exited {
+			return false, Permanent(fmt.Errorf("%s exited: %v", p.Name, err))
+		}
+		return cond()
+	})
+}
+
+// DefaultWaitTimeout is the deadline WaitFor applies when its context has none.
+const DefaultWaitTimeout = 30 * time.Second
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that WaitFor returns it at once instead of polling on.
+func Permanent(err error) error { return &permanentError{err} }
+
+// WaitFor polls cond (every 10ms, backing off to 250ms) until it returns true or ctx ends;
+// without a deadline on ctx it gives up after DefaultWaitTimeout. An error from cond counts as
+// "not yet" (connection refused while a server starts, ...) and the last one is included in the
+// timeout error; an error wrapped with Permanent stops the wait at once.
+func WaitFor(ctx context.Context, cond func() (bool, error)) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultWaitTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	delay := 10 * time.Millisecond
+	var lastErr error
+	for {
+		ok, err := cond()
+		if ok && err == nil {
+			return nil
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) {
+			return perm.err
+		}
+		if err != nil {
+			lastErr = err
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			waited := time.Since(start).Round(time.Millisecond)
+			if lastErr != nil {
+				return fmt.Errorf("condition not met after %v: %w (last error: %v)", waited, ctx.Err(), lastErr)
+			}
+			return fmt.Errorf("condition not met after %v: %w", waited, ctx.Err())
+		case <-timer.C:
+		}
+		if delay < 250*time.Millisecond {
+			delay = delay * 3 / 2
+		}
+	}
+}
+
+// FreeAddrs returns n distinct free 127.0.0.1 TCP addresses. They are found by binding port 0
+// and closing, so another process may take one before it is used: callers retry on "address
+// already in use".
+func FreeAddrs(n int) ([]string, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().String())
+	}
+	return out, nil
+}
+
+// DialOK reports whether a TCP connection to addr succeeds within a second.
+func DialOK(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// Env returns base (os.Environ() when nil) without the variables named in drop and without any
+// variable whose name starts with one of dropPrefixes, plus extra.
+func Env(base []string, drop []string, dropPrefixes []string, extra ...string) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	out := make([]string, 0, len(base)+len(extra))
+next:
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, d := range drop {
+			if k == d {
+				continue next
+			}
+		}
+		for _, pfx := range dropPrefixes {
+			if strings.HasPrefix(k, pfx) {
+				continue next
+			}
+		}
+		out = append(out, kv)
+	}
+	return append(out, extra...)
+}
