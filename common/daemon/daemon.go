@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -316,6 +317,12 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, metr
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	})
+	// Profiles, on this mux rather than http.DefaultServeMux.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
@@ -326,6 +333,7 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, metr
 			"/healthz       liveness",
 			"/readyz        readiness (ready once the registry was listed)",
 			"/debug/status  what is served, as JSON",
+			"/debug/pprof/  Go profiles",
 		}, "\n"))
 	})
 	return mux

@@ -56,7 +56,14 @@ type Resource struct {
 	// response is these entries one after another, so no resource is ever
 	// marshalled again for any sink.
 	entry    []byte
-	mcpStart int
+	anyStart int // where the Any begins in entry
+	mcpStart int // where the MCP Resource begins in entry
+	// deltaPrefix encodes, up to the Any's bytes, this resource as one
+	// element of a DeltaDiscoveryResponse's `resources` field: an
+	// envoy.service.discovery.v3.Resource with name and version. The Any
+	// itself is shared with entry, so a Delta response is built without
+	// copying or marshalling any resource.
+	deltaPrefix []byte
 }
 
 // MCP returns the marshalled istio.mcp.v1alpha1.Resource. The caller must
@@ -67,9 +74,21 @@ func (r *Resource) MCP() []byte { return r.entry[r.mcpStart:] }
 // `resources` element (field 2). The caller must not modify it.
 func (r *Resource) ResponseEntry() []byte { return r.entry }
 
-// discoveryResponseResourcesField is the field number of
-// envoy.service.discovery.v3.DiscoveryResponse.resources.
-const discoveryResponseResourcesField = 2
+// DeltaEntry returns the resource encoded as one DeltaDiscoveryResponse
+// `resources` element: the two parts, written one after the other, are the
+// element. The caller must not modify them.
+func (r *Resource) DeltaEntry() (prefix, body []byte) {
+	return r.deltaPrefix, r.entry[r.anyStart:]
+}
+
+// Field numbers of the envoy.service.discovery.v3 messages encoded here.
+const (
+	discoveryResponseResourcesField = 2 // DiscoveryResponse.resources
+	deltaResponseResourcesField     = 2 // DeltaDiscoveryResponse.resources
+	resourceVersionField            = 1 // Resource.version
+	resourceAnyField                = 2 // Resource.resource
+	resourceNameField               = 3 // Resource.name
+)
 
 // newResource hashes and encodes obj. createTime is the time to record when
 // the resource is new; an existing resource passes its own.
@@ -103,12 +122,28 @@ func newResource(obj *Object, createTime time.Time) (*Resource, error) {
 	entry := make([]byte, 0, protowire.SizeTag(discoveryResponseResourcesField)+protowire.SizeBytes(anyLen))
 	entry = protowire.AppendTag(entry, discoveryResponseResourcesField, protowire.BytesType)
 	entry = protowire.AppendVarint(entry, uint64(anyLen))
+	r.anyStart = len(entry)
 	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
 	entry = protowire.AppendString(entry, MCPResourceTypeURL)
 	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
 	entry = protowire.AppendVarint(entry, uint64(len(mcpBytes)))
 	r.mcpStart = len(entry)
 	r.entry = append(entry, mcpBytes...)
+
+	// Resource{version = 1, name = 3, resource = 2}: field order on the wire
+	// is free, so the Any goes last and is shared.
+	resLen := protowire.SizeTag(resourceVersionField) + protowire.SizeBytes(len(r.Version)) +
+		protowire.SizeTag(resourceNameField) + protowire.SizeBytes(len(r.Name)) +
+		protowire.SizeTag(resourceAnyField) + protowire.SizeBytes(anyLen)
+	p := make([]byte, 0, resLen-anyLen+protowire.SizeTag(deltaResponseResourcesField)+protowire.SizeVarint(uint64(resLen)))
+	p = protowire.AppendTag(p, deltaResponseResourcesField, protowire.BytesType)
+	p = protowire.AppendVarint(p, uint64(resLen))
+	p = protowire.AppendTag(p, resourceVersionField, protowire.BytesType)
+	p = protowire.AppendString(p, r.Version)
+	p = protowire.AppendTag(p, resourceNameField, protowire.BytesType)
+	p = protowire.AppendString(p, r.Name)
+	p = protowire.AppendTag(p, resourceAnyField, protowire.BytesType)
+	r.deltaPrefix = protowire.AppendVarint(p, uint64(anyLen))
 	return r, nil
 }
 

@@ -224,6 +224,30 @@ func TestEncoding(t *testing.T) {
 	}
 }
 
+func TestDeltaEntryDecodes(t *testing.T) {
+	s, _ := newTestStore()
+	snap, _ := mustApply(t, s, true, se("ns/a", "body-a", 1), se("ns/b", "body-b", 1))
+	var wire []byte
+	for _, r := range snap.Collection(ServiceEntry).Resources() {
+		prefix, body := r.DeltaEntry()
+		wire = append(append(wire, prefix...), body...)
+	}
+	var resp discovery.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(wire, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Resources) != 2 {
+		t.Fatalf("decoded %d resources", len(resp.Resources))
+	}
+	for i, got := range resp.Resources {
+		want := snap.Collection(ServiceEntry).Resources()[i]
+		if got.Name != want.Name || got.Version != want.Version ||
+			got.Resource.TypeUrl != MCPResourceTypeURL || string(got.Resource.Value) != string(want.MCP()) {
+			t.Fatalf("resource %d decodes as %v, want %s@%s", i, got, want.Name, want.Version)
+		}
+	}
+}
+
 func TestApplyRejectsMismatchedChange(t *testing.T) {
 	s, _ := newTestStore()
 	c := se("ns/a", "1", 1)

@@ -9,9 +9,9 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
@@ -165,7 +165,9 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 	if w.pending {
 		return nil
 	}
-	resp := &discovery.DeltaDiscoveryResponse{TypeUrl: w.typeURL, SystemVersionInfo: emptyVersion}
+	version := emptyVersion
+	var changed []*snapshot.Resource
+	var removed []string
 	if w.known {
 		if !snap.Ready {
 			return nil
@@ -174,42 +176,76 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 		if w.sent && col.Seq == w.syncedSeq && len(w.recheck) == 0 {
 			return nil
 		}
-		resp.SystemVersionInfo = col.Version
-		s.deltaChanges(w, col, resp)
+		version = col.Version
+		changed, removed = deltaChanges(w, col)
 		w.syncedSeq = col.Seq
 		clear(w.recheck)
-		if w.sent && len(resp.Resources) == 0 && len(resp.RemovedResources) == 0 {
+		if w.sent && len(changed) == 0 && len(removed) == 0 {
 			return nil
 		}
 	} else if w.sent {
 		return nil
 	}
 	*nonces++
-	resp.Nonce = strconv.FormatUint(*nonces, 10)
-	if err := stream.Send(resp); err != nil {
+	nonce := strconv.FormatUint(*nonces, 10)
+	msg := deltaEncoded(version, w.typeURL, nonce, changed, removed)
+	if err := stream.SendMsg(msg); err != nil {
 		return err
 	}
-	w.sent, w.pending, w.nonce, w.sentAt = true, true, resp.Nonce, time.Now()
+	w.sent, w.pending, w.nonce, w.sentAt = true, true, nonce, time.Now()
 	s.metrics.responses.WithLabelValues(protocolDelta, w.typeURL).Inc()
-	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(proto.Size(resp)))
+	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(msg.size))
 	if w.known {
 		s.metrics.pushLatency.WithLabelValues(protocolDelta).Observe(w.sentAt.Sub(snap.Time).Seconds())
 	}
 	return nil
 }
 
-// deltaChanges fills resp with what the client lacks: resources it does not
-// hold at their current version, and removals of what it holds that is gone.
-// When the stream is a few versions behind, only the names that changed
-// since are looked at; otherwise every resource is compared.
-func (s *Server) deltaChanges(w *deltaWatch, col *snapshot.Collection, resp *discovery.DeltaDiscoveryResponse) {
+// DeltaDiscoveryResponse field numbers, for the encoding below.
+const (
+	fieldDeltaSystemVersion = 1
+	fieldDeltaTypeURL       = 4
+	fieldDeltaNonce         = 5
+	fieldDeltaRemoved       = 6
+)
+
+// deltaEncoded builds a DeltaDiscoveryResponse from the resources' shared,
+// pre-encoded bytes: only the small header is new per stream.
+func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, removed []string) *encodedMessage {
+	header := make([]byte, 0, len(version)+len(typeURL)+len(nonce)+16)
+	header = protowire.AppendTag(header, fieldDeltaSystemVersion, protowire.BytesType)
+	header = protowire.AppendString(header, version)
+	header = protowire.AppendTag(header, fieldDeltaTypeURL, protowire.BytesType)
+	header = protowire.AppendString(header, typeURL)
+	header = protowire.AppendTag(header, fieldDeltaNonce, protowire.BytesType)
+	header = protowire.AppendString(header, nonce)
+	for _, name := range removed {
+		header = protowire.AppendTag(header, fieldDeltaRemoved, protowire.BytesType)
+		header = protowire.AppendString(header, name)
+	}
+	buffers := make(mem.BufferSlice, 0, 1+2*len(changed))
+	buffers = append(buffers, mem.SliceBuffer(header))
+	size := len(header)
+	for _, r := range changed {
+		prefix, body := r.DeltaEntry()
+		buffers = append(buffers, mem.SliceBuffer(prefix), mem.SliceBuffer(body))
+		size += len(prefix) + len(body)
+	}
+	return &encodedMessage{buffers: buffers, size: size}
+}
+
+// deltaChanges returns what the client lacks: resources it does not hold at
+// their current version, and removals of what it holds that is gone. When
+// the stream is a few versions behind, only the names that changed since
+// are looked at; otherwise every resource is compared.
+func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
 	var candidates []string
-	changed, ok := []string(nil), false
+	names, ok := []string(nil), false
 	if w.syncedSeq != 0 {
-		changed, ok = col.ChangedSince(w.syncedSeq)
+		names, ok = col.ChangedSince(w.syncedSeq)
 	}
 	if ok {
-		candidates = append(changed, keys(w.recheck)...)
+		candidates = append(names, keys(w.recheck)...)
 	} else {
 		seen := map[string]struct{}{}
 		add := func(n string) {
@@ -239,23 +275,20 @@ func (s *Server) deltaChanges(w *deltaWatch, col *snapshot.Collection, resp *dis
 		r := col.Get(name)
 		switch {
 		case r != nil && wanted && held != r.Version:
-			resp.Resources = append(resp.Resources, &discovery.Resource{
-				Name:     name,
-				Version:  r.Version,
-				Resource: &anypb.Any{TypeUrl: snapshot.MCPResourceTypeURL, Value: r.MCP()},
-			})
+			changed = append(changed, r)
 			w.has[name] = r.Version
 		case r == nil && has:
-			resp.RemovedResources = append(resp.RemovedResources, name)
+			removed = append(removed, name)
 			delete(w.has, name)
 		case r == nil && named && !w.wildcard:
 			// Tell a client that asked for a name we do not have that it
 			// does not exist, so it need not wait for it.
 			if _, rechecked := w.recheck[name]; rechecked {
-				resp.RemovedResources = append(resp.RemovedResources, name)
+				removed = append(removed, name)
 			}
 		}
 	}
+	return changed, removed
 }
 
 func keys(m map[string]struct{}) []string {

@@ -1,0 +1,77 @@
+// Command galleon-load measures a running Galleon source the way istiod
+// uses it: it connects N sinks, waits for the initial state, rewrites one
+// service in the source's file registry N times and reports how long each
+// change took to reach every sink, the bytes sent and the source's memory.
+//
+//	galleon-load generate --dir /tmp/reg --services 10000 --instances 10
+//	galleon-file --dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
+//	galleon-load run --addr 127.0.0.1:16010 --dir /tmp/reg --sinks 10 --protocol sotw \
+//	  --metrics http://127.0.0.1:16014/metrics
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/galleon-mesh/galleon/common/loadtest"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	switch os.Args[1] {
+	case "generate":
+		fs := flag.NewFlagSet("generate", flag.ExitOnError)
+		var cfg loadtest.GenerateConfig
+		fs.StringVar(&cfg.Dir, "dir", "", "directory to write the file registry into (required)")
+		fs.IntVar(&cfg.Services, "services", 10000, "number of services")
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances per service")
+		fs.IntVar(&cfg.PerFile, "per-file", 500, "services per YAML file")
+		_ = fs.Parse(os.Args[2:])
+		if cfg.Dir == "" {
+			fail("generate: --dir is required")
+		}
+		if err := loadtest.Generate(cfg); err != nil {
+			fail(err.Error())
+		}
+		fmt.Printf("wrote %d services x %d instances to %s\n", cfg.Services, cfg.Instances, cfg.Dir)
+	case "run":
+		fs := flag.NewFlagSet("run", flag.ExitOnError)
+		cfg := loadtest.RunConfig{Progress: os.Stderr}
+		fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:16010", "the source's gRPC address")
+		fs.IntVar(&cfg.Sinks, "sinks", 10, "connected sinks")
+		fs.StringVar(&cfg.Protocol, "protocol", "sotw", "sotw (what istiod uses) or delta")
+		fs.StringVar(&cfg.TypeURL, "type", "networking.istio.io/v1/ServiceEntry", "type URL the sinks ask for")
+		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (empty: measure the initial sync only)")
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances of the changed service")
+		fs.IntVar(&cfg.Changes, "changes", 100, "changes to make, one at a time")
+		fs.DurationVar(&cfg.Interval, "interval", 50*time.Millisecond, "pause after each change has reached every sink")
+		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory")
+		fs.DurationVar(&cfg.Timeout, "timeout", time.Minute, "longest wait for the initial sync or one change")
+		_ = fs.Parse(os.Args[2:])
+		rep, err := loadtest.Run(ctx, cfg)
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Print(rep.String())
+	default:
+		usage()
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|run [flags]   (galleon-load run -h for the flags)")
+	os.Exit(2)
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "galleon-load:", msg)
+	os.Exit(1)
+}

@@ -1,0 +1,77 @@
+package loadtest_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/galleon-mesh/galleon/adapters/file"
+	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/common/loadtest"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestRunAgainstGalleonFile drives the load tool against a real file
+// source (the daemon galleon-file runs) on loopback.
+func TestRunAgainstGalleonFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 40, Instances: 3, PerFile: 15}); err != nil {
+		t.Fatal(err)
+	}
+	listen, httpAddr := freeAddr(t), freeAddr(t)
+	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test",
+		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
+			return func(log *slog.Logger) (registry.Registry, error) {
+				return file.New(file.Config{Dir: dir, Logger: log})
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+
+	for _, protocol := range []string{"sotw", "delta"} {
+		var rep *loadtest.Report
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			rep, err = loadtest.Run(context.Background(), loadtest.RunConfig{
+				Addr: listen, Sinks: 3, Protocol: protocol, TypeURL: "networking.istio.io/v1/ServiceEntry",
+				Dir: dir, Instances: 3, Changes: 4, Interval: time.Millisecond,
+				MetricsURL: "http://" + httpAddr + "/metrics", Timeout: 10 * time.Second,
+			})
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // the daemon is still starting
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", protocol, err)
+		}
+		if rep.Changes != 4 || len(rep.Latencies) != 4 || rep.SyncBytes == 0 || rep.ChangeBytes == 0 || rep.SourceRSS == 0 {
+			t.Fatalf("%s report incomplete: %+v", protocol, rep)
+		}
+		if protocol == "delta" && rep.ChangeBytes >= rep.SyncBytes/10 {
+			t.Fatalf("delta change sent %d bytes against %d for the full state: not incremental", rep.ChangeBytes, rep.SyncBytes)
+		}
+		if protocol == "sotw" && rep.ChangeBytes < rep.SyncBytes/2 {
+			t.Fatalf("sotw change sent %d bytes, full state is %d: SotW must send full state", rep.ChangeBytes, rep.SyncBytes)
+		}
+		t.Logf("%s: %s", protocol, rep)
+	}
+}
