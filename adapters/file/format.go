@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -204,10 +205,14 @@ func parseFile(path string, data []byte, defaultNamespace string) (*parsedFile, 
 		nodes = append(nodes, items...)
 	}
 
-	out := &parsedFile{}
-	firstLine := map[model.ServiceKey]int{}
-	for _, n := range nodes {
-		svc, err := parseService(n, defaultNamespace)
+	out := &parsedFile{services: make([]parsedService, 0, len(nodes))}
+	firstLine := make(map[model.ServiceKey]int, len(nodes))
+	in := newInterner()
+	for i, n := range nodes {
+		// Each service's part of the YAML tree is garbage once parsed:
+		// let it go now rather than with the whole file.
+		nodes[i] = nil
+		svc, err := parseService(n, defaultNamespace, in)
 		if err == nil {
 			if prev, dup := firstLine[svc.Key()]; dup {
 				err = errorAt(n.Line, "service %s is already defined at line %d of this file", svc.Key(), prev)
@@ -285,7 +290,7 @@ func identify(n *yaml.Node, defaultNamespace string) (model.ServiceKey, bool) {
 }
 
 // parseService decodes and validates one item of the services list.
-func parseService(n *yaml.Node, defaultNamespace string) (model.Service, error) {
+func parseService(n *yaml.Node, defaultNamespace string, in *interner) (model.Service, error) {
 	if n.Kind != yaml.MappingNode {
 		return model.Service{}, errorAt(n.Line, "a service must be a mapping, found %s", kindName(n))
 	}
@@ -296,7 +301,7 @@ func parseService(n *yaml.Node, defaultNamespace string) (model.Service, error) 
 	if err := n.Decode(&spec); err != nil {
 		return model.Service{}, serviceErr(n, defaultNamespace, err)
 	}
-	svc, err := spec.toModel(n, defaultNamespace)
+	svc, err := spec.toModel(n, defaultNamespace, in)
 	if err != nil {
 		return model.Service{}, serviceErr(n, defaultNamespace, err)
 	}
@@ -312,15 +317,20 @@ func serviceErr(n *yaml.Node, defaultNamespace string, err error) error {
 	return &lineError{line: lineOf(err, n.Line), err: fmt.Errorf("%s: %w", what, err)}
 }
 
-func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string) (model.Service, error) {
+// toModel validates s and converts it. The model shares the strings and
+// slices of s and the values interned in in; s must not be used afterwards.
+func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string, in *interner) (model.Service, error) {
+	for i, e := range s.ExportTo {
+		s.ExportTo[i] = in.str(e)
+	}
 	svc := model.Service{
 		Registry:    registryName,
-		Namespace:   s.Namespace,
+		Namespace:   in.str(s.Namespace),
 		Name:        s.Name,
 		Hosts:       nonEmpty(s.Hosts),
 		Addresses:   nonEmpty(s.Addresses),
-		Labels:      nonEmptyMap(s.Labels),
-		Annotations: nonEmptyMap(s.Annotations),
+		Labels:      in.strMap(s.Labels),
+		Annotations: in.strMap(s.Annotations),
 		ExportTo:    nonEmpty(s.ExportTo),
 	}
 	if svc.Namespace == "" {
@@ -355,8 +365,9 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string) (model.Serv
 	if len(s.Ports) == 0 {
 		return svc, errorAt(lineOfField(n, "ports"), "at least one port is required")
 	}
-	numbers := map[uint32]int{}
+	numbers := make(map[uint32]int, len(s.Ports))
 	names := map[string]int{}
+	svc.Ports = make([]model.Port, 0, len(s.Ports))
 	for i, p := range s.Ports {
 		line := itemLine(n, "ports", i)
 		if p.Number == 0 || p.Number > 65535 {
@@ -376,12 +387,16 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string) (model.Serv
 			}
 			names[p.Name] = i
 		}
-		svc.Ports = append(svc.Ports, model.Port{Number: p.Number, Protocol: proto, Name: p.Name})
+		svc.Ports = append(svc.Ports, model.Port{Number: p.Number, Protocol: proto, Name: in.str(p.Name)})
 	}
 
-	ids := map[string]int{}
+	if len(s.Instances) == 0 {
+		return svc, nil
+	}
+	ids := make(map[string]int, len(s.Instances))
+	svc.Instances = make([]model.Instance, 0, len(s.Instances))
 	for i := range s.Instances {
-		inst, err := s.Instances[i].toModel(numbers)
+		inst, err := s.Instances[i].toModel(numbers, in)
 		line := itemLine(n, "instances", i)
 		if err != nil {
 			return svc, errorAt(line, "instances[%d]: %v", i, err)
@@ -395,15 +410,15 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string) (model.Serv
 	return svc, nil
 }
 
-func (s *instanceSpec) toModel(servicePorts map[uint32]int) (model.Instance, error) {
+func (s *instanceSpec) toModel(servicePorts map[uint32]int, in *interner) (model.Instance, error) {
 	inst := model.Instance{
 		ID:             s.ID,
-		Address:        strings.TrimSpace(s.Address),
-		Labels:         nonEmptyMap(s.Labels),
-		Locality:       s.Locality,
-		Network:        s.Network,
+		Address:        in.str(strings.TrimSpace(s.Address)),
+		Labels:         in.strMap(s.Labels),
+		Locality:       in.str(s.Locality),
+		Network:        in.str(s.Network),
 		Weight:         s.Weight,
-		ServiceAccount: s.ServiceAccount,
+		ServiceAccount: in.str(s.ServiceAccount),
 	}
 	if inst.Address == "" {
 		return inst, errors.New("address is required")
@@ -450,16 +465,23 @@ func defaultInstanceID(inst model.Instance) string {
 	return inst.Address + ":" + strconv.FormatUint(uint64(inst.Ports[lowest]), 10)
 }
 
+var protocols = [...]model.Protocol{
+	model.ProtocolHTTP, model.ProtocolHTTPS, model.ProtocolHTTP2, model.ProtocolGRPC,
+	model.ProtocolTCP, model.ProtocolTLS, model.ProtocolMongo, model.ProtocolMySQL,
+	model.ProtocolRedis, model.ProtocolUDP,
+}
+
 func parseProtocol(s string) (model.Protocol, error) {
 	if s == "" {
 		return "", nil // the model's default, TCP
 	}
 	p := model.Protocol(strings.ToUpper(s))
-	switch p {
-	case model.ProtocolHTTP, model.ProtocolHTTPS, model.ProtocolHTTP2, model.ProtocolGRPC,
-		model.ProtocolTCP, model.ProtocolTLS, model.ProtocolMongo, model.ProtocolMySQL,
-		model.ProtocolRedis, model.ProtocolUDP:
-		return p, nil
+	// Return the constant, not p: p may be the decoded string itself, one
+	// small allocation per port kept for as long as the service is.
+	for _, known := range protocols {
+		if p == known {
+			return known, nil
+		}
 	}
 	return "", fmt.Errorf("protocol %q is not one of HTTP, HTTPS, HTTP2, GRPC, TCP, TLS, MONGO, MYSQL, REDIS, UDP", s)
 }
@@ -513,19 +535,12 @@ func checkKnownFields(n *yaml.Node, t reflect.Type) error {
 		if n.Kind != yaml.MappingNode {
 			return nil // a type mismatch; Decode reports it with its line
 		}
-		fields := map[string]reflect.Type{}
-		var known []string
-		for i := range t.NumField() {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			fields[name] = f.Type
-			known = append(known, name)
-		}
+		fields := fieldsOf(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
-			ft, ok := fields[key.Value]
+			ft, ok := fields.types[key.Value]
 			if !ok {
-				return errorAt(key.Line, "unknown field %q (known fields: %s)", key.Value, strings.Join(known, ", "))
+				return errorAt(key.Line, "unknown field %q (known fields: %s)", key.Value, fields.known)
 			}
 			if err := checkKnownFields(val, ft); err != nil {
 				return err
@@ -551,6 +566,34 @@ func checkKnownFields(n *yaml.Node, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// structFields are the YAML keys of a struct type.
+type structFields struct {
+	types map[string]reflect.Type // field type by key
+	known string                  // the keys in field order, for errors
+}
+
+// structFieldsCache holds the structFields of each type checkKnownFields
+// has seen: it runs for every service and instance of every file parsed,
+// and building them each time was a fifth of all a parse allocated.
+var structFieldsCache sync.Map // reflect.Type -> *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if f, ok := structFieldsCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	f := &structFields{types: map[string]reflect.Type{}}
+	known := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		field := t.Field(i)
+		name, _, _ := strings.Cut(field.Tag.Get("yaml"), ",")
+		f.types[name] = field.Type
+		known = append(known, name)
+	}
+	f.known = strings.Join(known, ", ")
+	actual, _ := structFieldsCache.LoadOrStore(t, f)
+	return actual.(*structFields)
 }
 
 // field returns the value node of key in mapping n, or nil.
@@ -636,13 +679,6 @@ func nonEmpty(s []string) []string {
 		return nil
 	}
 	return s
-}
-
-func nonEmptyMap(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	return m
 }
 
 // sortedKeys returns the keys of m in namespace/name order.

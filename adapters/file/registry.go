@@ -82,10 +82,10 @@
 package file
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -94,6 +94,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/galleon-mesh/galleon/common/model"
@@ -207,7 +208,7 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 		sink:     sink,
 		watcher:  w,
 		files:    map[string]*fileState{},
-		reported: map[model.ServiceKey]model.Service{},
+		reported: map[model.ServiceKey]served{},
 		rejected: map[string]bool{},
 	}
 	s.sync()
@@ -273,13 +274,31 @@ func schedule(t *time.Timer, burstStart time.Time) time.Time {
 	return burstStart
 }
 
-// fileState is what one file last contributed.
+// fingerprint identifies a file's content without keeping it: its size
+// and xxhash. The modification time is deliberately not part of it: a
+// file rewritten with the same content (a ConfigMap swap, a
+// configuration-management run, touch) need not be parsed again, and a
+// change within the same mtime tick is still caught by the hash.
+type fingerprint struct {
+	size int64
+	hash uint64
+}
+
+func fingerprintOf(data []byte) fingerprint {
+	return fingerprint{size: int64(len(data)), hash: xxhash.Sum64(data)}
+}
+
+// fileState is what one file last contributed. It keeps no file content
+// and no parse tree between scans: only the models, their lines, and the
+// rejections.
 type fileState struct {
-	// read is set once data holds the file's content as last read.
-	read bool
-	data []byte
+	// parsed is set once fp is the fingerprint of the content last parsed.
+	parsed bool
+	fp     fingerprint
 	// good are the services of the last good content (with previous
 	// versions kept for malformed entries); nil if the file was never good.
+	// Neither the slice nor its elements are modified once set: the
+	// reported state points into it.
 	good []parsedService
 	// rejected are the malformed services of the last good content.
 	rejected []rejection
@@ -300,9 +319,15 @@ type runState struct {
 	watchErrShown bool
 
 	files    map[string]*fileState // by base name
-	reported map[model.ServiceKey]model.Service
+	reported map[model.ServiceKey]served
 	rejected map[string]bool // record + "\x00" + message, as last reported
 	synced   bool            // a Replace was sent
+	// changed is set when a scan changed what the files contribute (a
+	// file parsed, added, removed or unreadable) and cleared by report: a
+	// scan that changed nothing has nothing to report.
+	changed bool
+	// buf is the read buffer for fingerprinting files.
+	buf []byte
 	// unreachable is the error reported with Unreachable, nil if none.
 	unreachable error
 }
@@ -345,7 +370,10 @@ func (s *runState) sync() {
 		s.unreachable = err
 		return
 	}
-	s.report()
+	// report would find no difference: skip building the merged state.
+	if s.changed || !s.synced || s.unreachable != nil {
+		s.report()
+	}
 }
 
 // scan makes sure the directory is watched and reads every registry file
@@ -380,9 +408,18 @@ func (s *runState) scan() error {
 		if fs == nil {
 			fs = &fileState{}
 			s.files[name] = fs
+			s.changed = true
 		}
 		seen[name] = true
+		// A file parsed before is only hashed, through a small buffer, and
+		// read whole only if its content changed.
 		var data []byte
+		if err == nil && fs.parsed {
+			var fp fingerprint
+			if fp, err = s.fingerprintFile(path); err == nil && fp == fs.fp {
+				continue
+			}
+		}
 		if err == nil {
 			data, err = os.ReadFile(path)
 		}
@@ -390,17 +427,15 @@ func (s *runState) scan() error {
 			delete(seen, name)
 			continue
 		}
+		s.changed = true
 		if err != nil {
 			// Unreadable (permissions): like a malformed file, keep what it
 			// said last, and read it again next time.
-			fs.read, fs.data = false, nil
+			fs.parsed = false
 			fs.fileErr = &rejection{path: path, err: fmt.Errorf("cannot read file: %w", err)}
 			continue
 		}
-		if fs.read && bytes.Equal(data, fs.data) {
-			continue
-		}
-		fs.read, fs.data = true, data
+		fs.parsed, fs.fp = true, fingerprintOf(data)
 		parsed, rej := parseFile(path, data, s.cfg.Namespace)
 		if rej != nil {
 			fs.fileErr = rej
@@ -415,30 +450,62 @@ func (s *runState) scan() error {
 	for name := range s.files {
 		if !seen[name] {
 			delete(s.files, name)
+			s.changed = true
 		}
 	}
 	return nil
 }
 
+// fingerprintFile returns the fingerprint of the file at path, reading it
+// through s.buf so that an unchanged file costs no allocation.
+func (s *runState) fingerprintFile(path string) (fingerprint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return fingerprint{}, err
+	}
+	defer f.Close()
+	if s.buf == nil {
+		s.buf = make([]byte, 64<<10)
+	}
+	d := xxhash.New()
+	var size int64
+	for {
+		n, err := f.Read(s.buf)
+		size += int64(n)
+		_, _ = d.Write(s.buf[:n]) // never fails
+		if errors.Is(err, io.EOF) {
+			return fingerprint{size: size, hash: d.Sum64()}, nil
+		}
+		if err != nil {
+			return fingerprint{}, err
+		}
+	}
+}
+
 // carryForward returns the services of a newly parsed file, keeping the
 // previous version of each service whose new entry is malformed, and the
-// file's rejections.
+// file's rejections. It takes over parsed.services.
 func carryForward(prev []parsedService, parsed *parsedFile) ([]parsedService, []rejection) {
-	good := append([]parsedService(nil), parsed.services...)
-	present := map[model.ServiceKey]bool{}
-	for _, ps := range good {
-		present[ps.svc.Key()] = true
+	// parseFile sized services for every entry: the previous versions
+	// carried forward fit without copying.
+	good := parsed.services
+	if len(parsed.rejected) == 0 {
+		return good, nil // in line order already
 	}
-	old := map[model.ServiceKey]model.Service{}
-	for _, ps := range prev {
-		old[ps.svc.Key()] = ps.svc
+	present := make(map[model.ServiceKey]bool, len(good))
+	for i := range good {
+		present[good[i].svc.Key()] = true
+	}
+	old := make(map[model.ServiceKey]*model.Service, len(prev))
+	for i := range prev {
+		old[prev[i].svc.Key()] = &prev[i].svc
 	}
 	rejected := make([]rejection, 0, len(parsed.rejected))
 	for _, bad := range parsed.rejected {
 		rej := bad.rejection
 		if svc, ok := old[bad.key]; ok && bad.known && !present[bad.key] {
 			present[bad.key] = true
-			good = append(good, parsedService{svc: svc, line: bad.start})
+			good = append(good, parsedService{svc: *svc, line: bad.start})
 			rej.err = fmt.Errorf("%w (its previous version is still served)", rej.err)
 		}
 		rejected = append(rejected, rej)
@@ -486,10 +553,18 @@ func (s *runState) ensureWatch() error {
 	return nil
 }
 
+// served is a service in the merged state: the entry of the file that
+// defines it, shared with that file's state rather than copied.
+type served struct {
+	*parsedService
+	file string // base name
+}
+
 // report merges the files and reports the differences with what was last
 // reported: Replace on the first sync and after an outage, Update/Delete
 // otherwise.
 func (s *runState) report() {
+	s.changed = false
 	desired, rejections := s.merge()
 	resync := !s.synced || s.unreachable != nil
 	if resync {
@@ -512,7 +587,7 @@ func (s *runState) report() {
 	if resync {
 		all := make([]model.Service, 0, len(keys))
 		for _, k := range keys {
-			all = append(all, desired[k])
+			all = append(all, desired[k].svc)
 		}
 		s.log.Info("registry synced", "services", len(all), "files", len(s.files))
 		s.sink.Replace(all)
@@ -526,12 +601,13 @@ func (s *runState) report() {
 		return
 	}
 	for _, k := range keys {
-		svc := desired[k]
-		if old, ok := s.reported[k]; ok && reflect.DeepEqual(old, svc) {
+		cur := desired[k]
+		// The same entry (its file was not parsed again) is the same value.
+		if old, ok := s.reported[k]; ok && (old.parsedService == cur.parsedService || reflect.DeepEqual(old.svc, cur.svc)) {
 			continue
 		}
 		s.log.Debug("service updated", "service", k.String())
-		s.sink.Update(svc)
+		s.sink.Update(cur.svc)
 	}
 	for _, k := range sortedKeys(s.reported) {
 		if _, ok := desired[k]; !ok {
@@ -543,16 +619,16 @@ func (s *runState) report() {
 }
 
 // merge combines the files, in name order, into the services to serve and
-// the rejections that currently apply.
-func (s *runState) merge() (map[model.ServiceKey]model.Service, []rejection) {
+// the rejections that currently apply. The merged state points into the
+// files' states: it costs a map entry per service, not a copy.
+func (s *runState) merge() (map[model.ServiceKey]served, []rejection) {
 	names := make([]string, 0, len(s.files))
 	for name := range s.files {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 
-	desired := map[model.ServiceKey]model.Service{}
-	owner := map[model.ServiceKey]string{}
+	desired := make(map[model.ServiceKey]served, len(s.reported))
 	var rejections []rejection
 	for _, name := range names {
 		fs := s.files[name]
@@ -561,15 +637,16 @@ func (s *runState) merge() (map[model.ServiceKey]model.Service, []rejection) {
 			rejections = append(rejections, *fs.fileErr)
 		}
 		rejections = append(rejections, fs.rejected...)
-		for _, ps := range fs.good {
+		for i := range fs.good {
+			ps := &fs.good[i]
 			k := ps.svc.Key()
-			if first, dup := owner[k]; dup {
+			if first, dup := desired[k]; dup {
+				owner := rejection{path: filepath.Join(s.cfg.Dir, first.file), line: first.line}.record()
 				rejections = append(rejections, rejection{path: path, line: ps.line, err: fmt.Errorf(
-					"service %s is already defined in %s; the definition in the file whose name sorts first wins", k, first)})
+					"service %s is already defined in %s; the definition in the file whose name sorts first wins", k, owner)})
 				continue
 			}
-			owner[k] = rejection{path: path, line: ps.line}.record()
-			desired[k] = ps.svc
+			desired[k] = served{parsedService: ps, file: name}
 		}
 	}
 	return desired, rejections

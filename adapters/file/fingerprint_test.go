@@ -1,0 +1,148 @@
+package file
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/galleon-mesh/galleon/common/model"
+)
+
+// newScanState returns the state of a Run on dir whose scans the test
+// drives itself with sync, so that it knows exactly which scan saw what.
+func newScanState(t *testing.T, dir string) (*runState, *recordingSink) {
+	t.Helper()
+	reg, err := New(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Close() })
+	sink := newRecordingSink()
+	return &runState{
+		cfg:      reg.cfg,
+		log:      reg.log,
+		sink:     sink,
+		watcher:  w,
+		files:    map[string]*fileState{},
+		reported: map[model.ServiceKey]served{},
+		rejected: map[string]bool{},
+	}, sink
+}
+
+// goodOf returns the first parsed entry of a file, to tell whether a scan
+// parsed the file again (a new entry) or skipped it (the same one).
+func goodOf(t *testing.T, s *runState, name string) *parsedService {
+	t.Helper()
+	fs := s.files[name]
+	if fs == nil || len(fs.good) == 0 {
+		t.Fatalf("%s contributes no service", name)
+	}
+	return &fs.good[0]
+}
+
+// TestRewriteWithSameContent: a file written again with the same bytes
+// (a configuration-management run, a ConfigMap swap) is neither parsed nor
+// reported again, even though its modification time changed.
+func TestRewriteWithSameContent(t *testing.T) {
+	dir := t.TempDir()
+	content := services(svc("one", "10.0.0.1"), svc("two", "10.0.0.2"))
+	path := writeFile(t, dir, "a.yaml", content)
+	s, sink := newScanState(t, dir)
+	s.sync()
+	first := goodOf(t, s, "a.yaml")
+
+	writeFile(t, dir, "a.yaml", content)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	s.sync()
+	if goodOf(t, s, "a.yaml") != first {
+		t.Error("a file rewritten with the same content was parsed again")
+	}
+	events, _ := sink.snapshot()
+	if want := []string{"replace 2"}; strings.Join(events, "|") != strings.Join(want, "|") {
+		t.Errorf("events = %q, want %q", events, want)
+	}
+}
+
+// TestChangeWithSameSizeAndMtime: a change that keeps the size and lands
+// within the same modification-time tick (coarse file-system timestamps,
+// tools that preserve mtimes) is still picked up: the content hash, not
+// the metadata, decides.
+func TestChangeWithSameSizeAndMtime(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1"), svc("two", "10.0.0.2")))
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, sink := newScanState(t, dir)
+	s.sync()
+
+	writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.7"), svc("two", "10.0.0.2")))
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("setup: size %d -> %d, mtime %v -> %v", before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+	s.sync()
+	events, state := sink.snapshot()
+	if want := []string{"replace 2", "update ns/one"}; strings.Join(events, "|") != strings.Join(want, "|") {
+		t.Errorf("events = %q, want %q", events, want)
+	}
+	if got := firstAddress(state, "one"); got != "10.0.0.7" {
+		t.Errorf("one is served at %s, want 10.0.0.7", got)
+	}
+}
+
+// TestUnreadableFileIsParsedAgain: a file that could not be read is parsed
+// again once it can, even if its content is what was last parsed, so that
+// its read error is cleared.
+func TestUnreadableFileIsParsedAgain(t *testing.T) {
+	dir := t.TempDir()
+	content := services(svc("one", "10.0.0.1"))
+	path := writeFile(t, dir, "a.yaml", content)
+	s, sink := newScanState(t, dir)
+	s.sync()
+
+	// A link to itself cannot be read, whoever runs the test.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a.yaml", path); err != nil {
+		t.Fatal(err)
+	}
+	s.sync()
+	if s.files["a.yaml"].fileErr == nil {
+		t.Fatal("no read error for a link to itself")
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, "a.yaml", content)
+	s.sync()
+	if fs := s.files["a.yaml"]; fs.fileErr != nil || !fs.parsed {
+		t.Errorf("state once the file is readable again: parsed %v, error %v", fs.parsed, fs.fileErr)
+	}
+	events, _ := sink.snapshot()
+	if len(events) != 2 || !strings.HasPrefix(events[1], "rejected "+filepath.Join(s.cfg.Dir, "a.yaml")+": cannot read file") {
+		t.Errorf("events = %q, want the Replace and one read rejection", events)
+	}
+}
