@@ -25,3 +25,7 @@ e2e: istiod ## end-to-end and conformance tests against a real istiod
 	cd test && $(GO) test -count=1 ./...
 
 test: vet unit e2e ## every test: unit, protocol, conformance and end-to-end
+
+.PHONY: demo
+demo: ## galleon-file feeds a real istiod: see services, an endpoint change, a new port and a removal arrive (DEMO_KEEP=1 leaves it running)
+	scripts/demo.sh
