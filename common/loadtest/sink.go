@@ -2,9 +2,9 @@
 // and its load tool (cmd/galleon-load): ADS clients that acknowledge every
 // response and record when each version arrived and how many bytes it took.
 //
-// A SotW sink reads only the response header (version, type URL, nonce) and
-// skips the resources: gRPC has received every byte by then, and what a real
-// sink does with them is its own cost, not the source's.
+// Sinks read only the response header (version, type URL, nonce) and skip
+// the resources: gRPC has received every byte by then, and what a real sink
+// does with them is its own cost, not the source's.
 package loadtest
 
 import (
@@ -26,8 +26,7 @@ import (
 type Arrival struct {
 	Version string
 	At      time.Time
-	// Bytes is the response size for SotW, the size of the changed
-	// resources for Delta.
+	// Bytes is the size of the response on the wire.
 	Bytes int
 }
 
@@ -161,9 +160,10 @@ func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(ctx)
+	desc := &grpc.StreamDesc{StreamName: "DeltaAggregatedResources", ServerStreams: true, ClientStreams: true}
+	st, err := conn.NewStream(ctx, desc, "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources")
 	if err == nil {
-		err = st.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: typeURL})
+		err = st.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: typeURL})
 	}
 	if err != nil {
 		conn.Close()
@@ -172,17 +172,13 @@ func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
 	s := newSink(conn)
 	go func() {
 		for {
-			r, err := st.Recv()
-			if err != nil {
+			var h header
+			if err := st.RecvMsg(&h); err != nil {
 				s.fail(err)
 				return
 			}
-			n := 0
-			for _, res := range r.Resources {
-				n += len(res.GetResource().GetValue())
-			}
-			s.record(Arrival{Version: r.SystemVersionInfo, At: time.Now(), Bytes: n})
-			if err := st.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce}); err != nil {
+			s.record(Arrival{Version: h.version, At: time.Now(), Bytes: h.bytes})
+			if err := st.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResponseNonce: h.nonce}); err != nil {
 				s.fail(err)
 				return
 			}
@@ -191,7 +187,9 @@ func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
 	return s, nil
 }
 
-// header is what a SotW sink decodes of a DiscoveryResponse.
+// header is what a sink decodes of a DiscoveryResponse (or, with delta
+// set, a DeltaDiscoveryResponse): both carry the version in field 1, the
+// type URL in field 4 and the nonce in field 5.
 type header struct {
 	version, nonce, typeURL string
 	bytes                   int

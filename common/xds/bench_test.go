@@ -91,9 +91,9 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	return &benchEnv{pipe: pipe, store: store, addr: lis.Addr().String()}
 }
 
-func connectSinks(b *testing.B, ctx context.Context, addr, protocol string) []*loadtest.Sink {
+func connectSinks(b *testing.B, ctx context.Context, addr, protocol string, n int) []*loadtest.Sink {
 	b.Helper()
-	sinks := make([]*loadtest.Sink, benchSinks)
+	sinks := make([]*loadtest.Sink, n)
 	for i := range sinks {
 		var err error
 		if protocol == "sotw" {
@@ -133,12 +133,16 @@ func waitAll(b *testing.B, sinks []*loadtest.Sink, version string) (time.Time, i
 // from the registry report to every sink holding the new version. One op is
 // one change; p50/p99 are over the ops of the run.
 func BenchmarkInstanceChange(b *testing.B) {
-	for _, protocol := range []string{"sotw", "delta"} {
-		b.Run(fmt.Sprintf("%s-%dsinks", protocol, benchSinks), func(b *testing.B) {
+	for _, c := range []struct {
+		protocol string
+		sinks    int
+	}{{"sotw", benchSinks}, {"delta", benchSinks}, {"sotw", 1}, {"delta", 1}} {
+		protocol := c.protocol
+		b.Run(fmt.Sprintf("%s-%dsinks", protocol, c.sinks), func(b *testing.B) {
 			env := newBenchEnv(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			sinks := connectSinks(b, ctx, env.addr, protocol)
+			sinks := connectSinks(b, ctx, env.addr, protocol, c.sinks)
 			waitAll(b, sinks, env.store.Current().Collection(snapshot.ServiceEntry).Version)
 			runtime.GC()
 			var latencies []time.Duration
@@ -183,7 +187,7 @@ func BenchmarkInitialSync(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		ctx, cancel := context.WithCancel(context.Background())
-		sinks := connectSinks(b, ctx, env.addr, "sotw")
+		sinks := connectSinks(b, ctx, env.addr, "sotw", benchSinks)
 		_, bytes = waitAll(b, sinks, version)
 		cancel()
 		for _, s := range sinks {

@@ -3,6 +3,7 @@ package xds
 import (
 	"errors"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -237,55 +238,60 @@ func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, 
 // deltaChanges returns what the client lacks: resources it does not hold at
 // their current version, and removals of what it holds that is gone. When
 // the stream is a few versions behind, only the names that changed since
-// are looked at; otherwise every resource is compared.
+// (and newly subscribed ones) are looked at; otherwise every resource is.
 func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
-	var candidates []string
-	names, ok := []string(nil), false
 	if w.syncedSeq != 0 {
-		names, ok = col.ChangedSince(w.syncedSeq)
+		if names, ok := col.ChangedSince(w.syncedSeq); ok {
+			candidates := append(names, keys(w.recheck)...)
+			slices.Sort(candidates)
+			for _, name := range slices.Compact(candidates) {
+				changed, removed = w.compare(name, col.Get(name), changed, removed)
+			}
+			return changed, removed
+		}
 	}
-	if ok {
-		candidates = append(names, keys(w.recheck)...)
+	// Full comparison. The collection is already in name order; what the
+	// client holds that is gone follows, sorted.
+	if w.wildcard {
+		for _, r := range col.Resources() {
+			changed, removed = w.compare(r.Name, r, changed, removed)
+		}
 	} else {
-		seen := map[string]struct{}{}
-		add := func(n string) {
-			if _, dup := seen[n]; !dup {
-				seen[n] = struct{}{}
-				candidates = append(candidates, n)
-			}
-		}
-		if w.wildcard {
-			for _, r := range col.Resources() {
-				add(r.Name)
-			}
-		}
-		for n := range w.names {
-			add(n)
-		}
-		for n := range w.has {
-			add(n)
+		for _, name := range slices.Sorted(maps.Keys(w.names)) {
+			changed, removed = w.compare(name, col.Get(name), changed, removed)
 		}
 	}
-	slices.Sort(candidates)
-	candidates = slices.Compact(candidates)
-	for _, name := range candidates {
-		_, named := w.names[name]
-		wanted := w.wildcard || named
-		held, has := w.has[name]
-		r := col.Get(name)
-		switch {
-		case r != nil && wanted && held != r.Version:
-			changed = append(changed, r)
-			w.has[name] = r.Version
-		case r == nil && has:
+	var gone []string
+	for name := range w.has {
+		if col.Get(name) == nil {
+			gone = append(gone, name)
+		}
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		changed, removed = w.compare(name, nil, changed, removed)
+	}
+	return changed, removed
+}
+
+// compare decides what the client needs for one name, r being the resource
+// of that name (nil when there is none), and records it as sent.
+func (w *deltaWatch) compare(name string, r *snapshot.Resource, changed []*snapshot.Resource, removed []string) ([]*snapshot.Resource, []string) {
+	_, named := w.names[name]
+	wanted := w.wildcard || named
+	held, has := w.has[name]
+	switch {
+	case r != nil && wanted && held != r.Version:
+		changed = append(changed, r)
+		w.has[name] = r.Version
+	case r == nil && has:
+		removed = append(removed, name)
+		delete(w.has, name)
+	case r == nil && named && !w.wildcard:
+		// Tell a client that asked for a name we do not have that it does
+		// not exist, so it need not wait for it.
+		if _, rechecked := w.recheck[name]; rechecked {
 			removed = append(removed, name)
-			delete(w.has, name)
-		case r == nil && named && !w.wildcard:
-			// Tell a client that asked for a name we do not have that it
-			// does not exist, so it need not wait for it.
-			if _, rechecked := w.recheck[name]; rechecked {
-				removed = append(removed, name)
-			}
 		}
 	}
 	return changed, removed
