@@ -123,54 +123,38 @@ func dial(addr string) (*grpc.ClientConn, error) {
 // DialSotW connects a SotW sink asking for typeURL. The stream lives until
 // ctx is done.
 func DialSotW(ctx context.Context, addr, typeURL string) (*Sink, error) {
-	conn, err := dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	desc := &grpc.StreamDesc{StreamName: "StreamAggregatedResources", ServerStreams: true, ClientStreams: true}
-	st, err := conn.NewStream(ctx, desc, "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources")
-	if err == nil {
-		err = st.SendMsg(&discovery.DiscoveryRequest{TypeUrl: typeURL})
-	}
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sotw stream to %s: %w", addr, err)
-	}
-	s := newSink(conn)
-	go func() { // ends with the stream, when ctx is done or the source goes
-		for {
-			var h header
-			if err := st.RecvMsg(&h); err != nil {
-				s.fail(err)
-				return
-			}
-			s.record(Arrival{Version: h.version, At: time.Now(), Bytes: h.bytes})
-			if err := st.SendMsg(&discovery.DiscoveryRequest{TypeUrl: h.typeURL, VersionInfo: h.version, ResponseNonce: h.nonce}); err != nil {
-				s.fail(err)
-				return
-			}
-		}
-	}()
-	return s, nil
+	return dialStream(ctx, addr, "StreamAggregatedResources", &discovery.DiscoveryRequest{TypeUrl: typeURL},
+		func(h header) any {
+			return &discovery.DiscoveryRequest{TypeUrl: h.typeURL, VersionInfo: h.version, ResponseNonce: h.nonce}
+		})
 }
 
 // DialDelta connects a wildcard Delta sink asking for typeURL.
 func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
+	return dialStream(ctx, addr, "DeltaAggregatedResources", &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL},
+		func(h header) any {
+			return &discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResponseNonce: h.nonce}
+		})
+}
+
+// dialStream opens one ADS stream, sends subscribe, and then records and
+// acknowledges (with ack's request) every response until the stream ends.
+func dialStream(ctx context.Context, addr, method string, subscribe any, ack func(header) any) (*Sink, error) {
 	conn, err := dial(addr)
 	if err != nil {
 		return nil, err
 	}
-	desc := &grpc.StreamDesc{StreamName: "DeltaAggregatedResources", ServerStreams: true, ClientStreams: true}
-	st, err := conn.NewStream(ctx, desc, "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources")
+	desc := &grpc.StreamDesc{StreamName: method, ServerStreams: true, ClientStreams: true}
+	st, err := conn.NewStream(ctx, desc, "/envoy.service.discovery.v3.AggregatedDiscoveryService/"+method)
 	if err == nil {
-		err = st.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: typeURL})
+		err = st.SendMsg(subscribe)
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("delta stream to %s: %w", addr, err)
+		return nil, fmt.Errorf("%s to %s: %w", method, addr, err)
 	}
 	s := newSink(conn)
-	go func() {
+	go func() { // ends with the stream: when ctx is done or the source goes
 		for {
 			var h header
 			if err := st.RecvMsg(&h); err != nil {
@@ -178,7 +162,7 @@ func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
 				return
 			}
 			s.record(Arrival{Version: h.version, At: time.Now(), Bytes: h.bytes})
-			if err := st.SendMsg(&discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResponseNonce: h.nonce}); err != nil {
+			if err := st.SendMsg(ack(h)); err != nil {
 				s.fail(err)
 				return
 			}

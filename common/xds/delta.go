@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"errors"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -44,45 +42,25 @@ type deltaWatch struct {
 
 // DeltaAggregatedResources serves one incremental ADS stream.
 func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
-	s.metrics.streams.WithLabelValues(protocolDelta).Inc()
-	defer s.metrics.streams.WithLabelValues(protocolDelta).Dec()
-
-	ctx := stream.Context()
-	reqs := make(chan *discovery.DeltaDiscoveryRequest, 16)
-	recvErrs := make(chan error, 1)
-	go recvLoop(ctx.Done(), stream.Recv, reqs, recvErrs)
-	changed, cancel := s.source.Subscribe()
-	defer cancel()
-
 	watches := map[string]*deltaWatch{}
 	var order []*deltaWatch
 	var nonces uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-recvErrs:
-			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-				return nil
-			}
-			return err
-		case <-changed:
-		case req := <-reqs:
+	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
+		func(req *discovery.DeltaDiscoveryRequest) error {
 			w, err := s.deltaRequest(watches, req)
-			if err != nil {
-				return err
-			}
 			if w != nil {
 				order = append(order, w)
 			}
-		}
-		snap := s.source.Current()
-		for _, w := range order {
-			if err := s.deltaPush(stream, w, snap, &nonces); err != nil {
-				return err
+			return err
+		},
+		func(snap *snapshot.Snapshot) error {
+			for _, w := range order {
+				if err := s.deltaPush(stream, w, snap, &nonces); err != nil {
+					return err
+				}
 			}
-		}
-	}
+			return nil
+		})
 }
 
 func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {

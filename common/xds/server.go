@@ -1,13 +1,18 @@
 package xds
 
 import (
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
@@ -114,20 +119,52 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 // istiod asks for about twenty types.
 const maxTypesPerStream = 128
 
-// recvLoop reads requests until the stream ends and hands them to the
-// stream's goroutine. It is owned by the handler that starts it: the
-// handler's return cancels the stream context, which ends Recv.
-func recvLoop[T any](done <-chan struct{}, recv func() (T, error), reqs chan<- T, errs chan<- error) {
-	for {
-		req, err := recv()
-		if err != nil {
-			errs <- err // buffered: never blocks
-			return
+// serveStream is the loop every ADS stream runs, whatever the protocol.
+// One goroutine (this one) owns the stream's state: it applies requests with
+// onRequest and, after each request or snapshot change, lets push send what
+// the client lacks. A second goroutine only receives; it is owned by this
+// loop and ends with the stream, whose context is cancelled when the handler
+// returns.
+func serveStream[Req any](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
+	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
+	s.metrics.streams.WithLabelValues(protocol).Inc()
+	defer s.metrics.streams.WithLabelValues(protocol).Dec()
+
+	reqs := make(chan Req, 16)
+	recvErrs := make(chan error, 1)
+	go func() {
+		for {
+			req, err := recv()
+			if err != nil {
+				recvErrs <- err // buffered: never blocks
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	changed, cancel := s.source.Subscribe()
+	defer cancel()
+	for {
 		select {
-		case reqs <- req:
-		case <-done:
-			return
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErrs:
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		case <-changed:
+		case req := <-reqs:
+			if err := onRequest(req); err != nil {
+				return err
+			}
+		}
+		if err := push(s.source.Current()); err != nil {
+			return err
 		}
 	}
 }

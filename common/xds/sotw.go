@@ -1,8 +1,6 @@
 package xds
 
 import (
-	"errors"
-	"io"
 	"strconv"
 	"time"
 
@@ -42,44 +40,24 @@ type sotwWatch struct {
 
 // StreamAggregatedResources serves one SotW ADS stream.
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
-	s.metrics.streams.WithLabelValues(protocolSotW).Inc()
-	defer s.metrics.streams.WithLabelValues(protocolSotW).Dec()
-
-	ctx := stream.Context()
-	reqs := make(chan *discovery.DiscoveryRequest, 16)
-	recvErrs := make(chan error, 1)
-	go recvLoop(ctx.Done(), stream.Recv, reqs, recvErrs)
-	changed, cancel := s.source.Subscribe()
-	defer cancel()
-
 	watches := map[string]*sotwWatch{}
 	var order []*sotwWatch // in the order first asked: responses follow it
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-recvErrs:
-			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-				return nil
-			}
-			return err
-		case <-changed:
-		case req := <-reqs:
+	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
+		func(req *discovery.DiscoveryRequest) error {
 			w, err := s.sotwRequest(watches, req)
-			if err != nil {
-				return err
-			}
 			if w != nil {
 				order = append(order, w)
 			}
-		}
-		snap := s.source.Current()
-		for _, w := range order {
-			if err := s.sotwPush(stream, w, snap); err != nil {
-				return err
+			return err
+		},
+		func(snap *snapshot.Snapshot) error {
+			for _, w := range order {
+				if err := s.sotwPush(stream, w, snap); err != nil {
+					return err
+				}
 			}
-		}
-	}
+			return nil
+		})
 }
 
 // sotwRequest applies one request to the stream's watches. It returns the
