@@ -290,3 +290,34 @@ func TestSubscribeCoalescesAndReadyIsSticky(t *testing.T) {
 	default:
 	}
 }
+
+// A published snapshot never changes, whatever is applied after it: the
+// name index is shared between versions shard by shard.
+func TestOldSnapshotsAreImmutable(t *testing.T) {
+	s, _ := newTestStore()
+	var changes []Change
+	for i := range 2000 {
+		changes = append(changes, se(fmt.Sprintf("ns/s%04d", i), "v1", 1))
+	}
+	old, _ := mustApply(t, s, true, changes...)
+	oldCol := old.Collection(ServiceEntry)
+	want := map[string]string{}
+	for _, r := range oldCol.Resources() {
+		want[r.Name] = r.Version
+	}
+	for i := range 200 {
+		mustApply(t, s, true, se(fmt.Sprintf("ns/s%04d", i*7), fmt.Sprint("v2-", i), 1), del(fmt.Sprintf("ns/s%04d", i*7+1)),
+			se(fmt.Sprintf("ns/new%03d", i), "x", 1))
+	}
+	if oldCol.Len() != len(want) {
+		t.Fatalf("old collection has %d resources, had %d", oldCol.Len(), len(want))
+	}
+	for name, version := range want {
+		if r := oldCol.Get(name); r == nil || r.Version != version {
+			t.Fatalf("old collection's %s changed to %v", name, r)
+		}
+	}
+	if oldCol.Get("ns/new000") != nil {
+		t.Fatal("a later addition is visible in an old collection")
+	}
+}
