@@ -7,9 +7,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
@@ -64,17 +62,12 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 }
 
 func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
-	if !validTypeURL(req.GetTypeUrl()) {
-		s.metrics.badRequests.WithLabelValues(protocolDelta, "type_url").Inc()
-		return nil, status.Errorf(codes.InvalidArgument, "request type_url %.64q is empty or malformed (ADS needs the type URL on every request)", req.GetTypeUrl())
+	w, exists := watches[req.GetTypeUrl()]
+	if err := s.admitType(protocolDelta, req.GetTypeUrl(), exists, len(watches)); err != nil {
+		return nil, err
 	}
-	w, exists := watches[req.TypeUrl]
 	var created *deltaWatch
 	if !exists {
-		if len(watches) >= maxTypesPerStream {
-			s.metrics.badRequests.WithLabelValues(protocolDelta, "too_many_types").Inc()
-			return nil, status.Errorf(codes.ResourceExhausted, "stream asked for more than %d type URLs", maxTypesPerStream)
-		}
 		w = &deltaWatch{
 			typeURL: req.TypeUrl,
 			names:   map[string]struct{}{},

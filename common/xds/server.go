@@ -119,6 +119,21 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 // istiod asks for about twenty types.
 const maxTypesPerStream = 128
 
+// admitType checks a request's type URL and, for a type the stream does not
+// watch yet, that it may watch one more. The error closes the stream with a
+// status that says why.
+func (s *Server) admitType(protocol, typeURL string, watched bool, watching int) error {
+	if !validTypeURL(typeURL) {
+		s.metrics.badRequests.WithLabelValues(protocol, "type_url").Inc()
+		return status.Errorf(codes.InvalidArgument, "request type_url %.64q is empty or malformed (ADS needs the type URL on every request)", typeURL)
+	}
+	if !watched && watching >= maxTypesPerStream {
+		s.metrics.badRequests.WithLabelValues(protocol, "too_many_types").Inc()
+		return status.Errorf(codes.ResourceExhausted, "stream asked for more than %d type URLs", maxTypesPerStream)
+	}
+	return nil
+}
+
 // serveStream is the loop every ADS stream runs, whatever the protocol.
 // One goroutine (this one) owns the stream's state: it applies requests with
 // onRequest and, after each request or snapshot change, lets push send what

@@ -373,3 +373,17 @@ func TestManyStreamsShareOneEncoding(t *testing.T) {
 		t.Fatalf("streams saw different version/nonce: %v", versions)
 	}
 }
+
+func TestTooManyTypesClosesTheStream(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "a1")
+	c := openSotW(t, startServer(t, store))
+	for i := range maxTypesPerStream {
+		c.send(fmt.Sprintf("example.com/v1/Kind%d", i), "", "", false)
+		c.recv() // each unknown type gets its empty answer
+	}
+	c.send("example.com/v1/OneTooMany", "", "", false)
+	if _, err := c.stream.Recv(); grpcstatus.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("type %d: got %v, want ResourceExhausted", maxTypesPerStream+1, err)
+	}
+}

@@ -5,9 +5,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
@@ -64,16 +62,11 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 // watch it created, if any, and an error that closes the stream for a
 // request no client should send.
 func (s *Server) sotwRequest(watches map[string]*sotwWatch, req *discovery.DiscoveryRequest) (*sotwWatch, error) {
-	if !validTypeURL(req.GetTypeUrl()) {
-		s.metrics.badRequests.WithLabelValues(protocolSotW, "type_url").Inc()
-		return nil, status.Errorf(codes.InvalidArgument, "request type_url %.64q is empty or malformed (ADS needs the type URL on every request)", req.GetTypeUrl())
+	w, exists := watches[req.GetTypeUrl()]
+	if err := s.admitType(protocolSotW, req.GetTypeUrl(), exists, len(watches)); err != nil {
+		return nil, err
 	}
-	w, exists := watches[req.TypeUrl]
 	if !exists {
-		if len(watches) >= maxTypesPerStream {
-			s.metrics.badRequests.WithLabelValues(protocolSotW, "too_many_types").Inc()
-			return nil, status.Errorf(codes.ResourceExhausted, "stream asked for more than %d type URLs", maxTypesPerStream)
-		}
 		w = &sotwWatch{typeURL: req.TypeUrl}
 		w.kind, w.known = KindOf(req.TypeUrl)
 		watches[req.TypeUrl] = w
