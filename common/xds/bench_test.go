@@ -152,13 +152,18 @@ func BenchmarkInstanceChange(b *testing.B) {
 			for i := range b.N {
 				svc := benchService(i%benchServices, i+1)
 				before := env.store.Current().Seq
+				// Wait for the snapshot on a subscription, not by spinning:
+				// a spinning waiter would take one of the two cores from the
+				// path being measured.
+				changed, unsubscribe := env.store.Subscribe()
 				start := time.Now()
 				env.pipe.Update(svc)
 				snap := env.store.Current()
 				for snap.Seq == before {
-					runtime.Gosched()
+					<-changed
 					snap = env.store.Current()
 				}
+				unsubscribe()
 				if d := snap.Collection(snapshot.ServiceEntry).LastDiff(); len(d.EndpointOnly) != 1 {
 					b.Fatalf("op %d: diff %+v, want one endpoint-only update", i, d)
 				}
