@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registry"
@@ -99,7 +97,7 @@ func (d *dirDriver) write(path string, data []byte) error {
 }
 
 func (d *dirDriver) Put(_ context.Context, svc model.Service) error {
-	data, err := yaml.Marshal(fileDoc{Services: []serviceYAML{toYAML(svc)}})
+	data, err := file.Marshal([]model.Service{svc})
 	if err != nil {
 		return err
 	}
@@ -135,73 +133,3 @@ func (d *dirDriver) Corrupt(_ context.Context, key model.ServiceKey) (string, er
 // Unreachable; Restore moves it back.
 func (d *dirDriver) Break(context.Context) error   { return os.Rename(d.dir, d.dir+".away") }
 func (d *dirDriver) Restore(context.Context) error { return os.Rename(d.dir+".away", d.dir) }
-
-// The file format, as documented in package file.
-
-type fileDoc struct {
-	Services []serviceYAML `yaml:"services"`
-}
-
-type serviceYAML struct {
-	Name        string            `yaml:"name"`
-	Namespace   string            `yaml:"namespace"`
-	Hosts       []string          `yaml:"hosts,omitempty"`
-	Addresses   []string          `yaml:"addresses,omitempty"`
-	Ports       []portYAML        `yaml:"ports"`
-	Labels      map[string]string `yaml:"labels,omitempty"`
-	Annotations map[string]string `yaml:"annotations,omitempty"`
-	Location    string            `yaml:"location,omitempty"`
-	Resolution  string            `yaml:"resolution,omitempty"`
-	ExportTo    []string          `yaml:"exportTo,omitempty"`
-	Instances   []instanceYAML    `yaml:"instances,omitempty"`
-}
-
-type portYAML struct {
-	Number   uint32 `yaml:"number"`
-	Protocol string `yaml:"protocol,omitempty"`
-	Name     string `yaml:"name,omitempty"`
-}
-
-type instanceYAML struct {
-	ID             string            `yaml:"id,omitempty"`
-	Address        string            `yaml:"address"`
-	Ports          map[uint32]uint32 `yaml:"ports,omitempty"`
-	Labels         map[string]string `yaml:"labels,omitempty"`
-	Locality       string            `yaml:"locality,omitempty"`
-	Network        string            `yaml:"network,omitempty"`
-	Weight         uint32            `yaml:"weight,omitempty"`
-	Health         string            `yaml:"health,omitempty"`
-	ServiceAccount string            `yaml:"serviceAccount,omitempty"`
-}
-
-func toYAML(svc model.Service) serviceYAML {
-	out := serviceYAML{
-		Name:        svc.Name,
-		Namespace:   svc.Namespace,
-		Hosts:       svc.Hosts,
-		Addresses:   svc.Addresses,
-		Labels:      svc.Labels,
-		Annotations: svc.Annotations,
-		Location:    [...]string{model.MeshInternal: "internal", model.MeshExternal: "external"}[svc.Location],
-		Resolution: [...]string{model.ResolutionAuto: "auto", model.ResolutionStatic: "static",
-			model.ResolutionDNS: "dns", model.ResolutionNone: "none"}[svc.Resolution],
-		ExportTo: svc.ExportTo,
-	}
-	for _, p := range svc.Ports {
-		out.Ports = append(out.Ports, portYAML{Number: p.Number, Protocol: string(p.Protocol), Name: p.Name})
-	}
-	for _, inst := range svc.Instances {
-		out.Instances = append(out.Instances, instanceYAML{
-			ID:             inst.ID,
-			Address:        inst.Address,
-			Ports:          inst.Ports,
-			Labels:         inst.Labels,
-			Locality:       inst.Locality,
-			Network:        inst.Network,
-			Weight:         inst.Weight,
-			Health:         [...]string{model.Healthy: "healthy", model.Unhealthy: "unhealthy", model.Draining: "draining"}[inst.Health],
-			ServiceAccount: inst.ServiceAccount,
-		})
-	}
-	return out
-}

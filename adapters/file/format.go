@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -34,33 +33,33 @@ const hostSuffix = ".internal"
 type serviceSpec struct {
 	Name        string            `yaml:"name"`
 	Namespace   string            `yaml:"namespace"`
-	Hosts       []string          `yaml:"hosts"`
-	Addresses   []string          `yaml:"addresses"`
-	Ports       []portSpec        `yaml:"ports"`
-	Labels      map[string]string `yaml:"labels"`
-	Annotations map[string]string `yaml:"annotations"`
-	Location    string            `yaml:"location"`
-	Resolution  string            `yaml:"resolution"`
-	ExportTo    []string          `yaml:"exportTo"`
-	Instances   []instanceSpec    `yaml:"instances"`
+	Hosts       []string          `yaml:"hosts,omitempty"`
+	Addresses   []string          `yaml:"addresses,omitempty"`
+	Ports       []portSpec        `yaml:"ports,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+	Location    string            `yaml:"location,omitempty"`
+	Resolution  string            `yaml:"resolution,omitempty"`
+	ExportTo    []string          `yaml:"exportTo,omitempty"`
+	Instances   []instanceSpec    `yaml:"instances,omitempty"`
 }
 
 type portSpec struct {
 	Number   uint32 `yaml:"number"`
-	Protocol string `yaml:"protocol"`
+	Protocol string `yaml:"protocol,omitempty"`
 	Name     string `yaml:"name"`
 }
 
 type instanceSpec struct {
-	ID             string            `yaml:"id"`
+	ID             string            `yaml:"id,omitempty"`
 	Address        string            `yaml:"address"`
-	Ports          map[uint32]uint32 `yaml:"ports"`
-	Labels         map[string]string `yaml:"labels"`
-	Locality       string            `yaml:"locality"`
-	Network        string            `yaml:"network"`
-	Weight         uint32            `yaml:"weight"`
-	Health         string            `yaml:"health"`
-	ServiceAccount string            `yaml:"serviceAccount"`
+	Ports          map[uint32]uint32 `yaml:"ports,omitempty"`
+	Labels         map[string]string `yaml:"labels,omitempty"`
+	Locality       string            `yaml:"locality,omitempty"`
+	Network        string            `yaml:"network,omitempty"`
+	Weight         uint32            `yaml:"weight,omitempty"`
+	Health         string            `yaml:"health,omitempty"`
+	ServiceAccount string            `yaml:"serviceAccount,omitempty"`
 }
 
 // parsedService is one well-formed service and the line it starts on.
@@ -294,7 +293,7 @@ func parseService(n *yaml.Node, defaultNamespace string, in *interner) (model.Se
 	if n.Kind != yaml.MappingNode {
 		return model.Service{}, errorAt(n.Line, "a service must be a mapping, found %s", kindName(n))
 	}
-	if err := checkKnownFields(n, reflect.TypeFor[serviceSpec]()); err != nil {
+	if err := checkKnownFields(n, reflect.TypeFor[serviceSpec](), in); err != nil {
 		return model.Service{}, serviceErr(n, defaultNamespace, err)
 	}
 	var spec serviceSpec
@@ -526,7 +525,7 @@ func parseHealth(s string) (model.Health, error) {
 // t. yaml.v3 only offers strict decoding on a whole Decoder, which would
 // turn one bad service into a bad file; walking the node tree keeps the
 // error scoped to the service and still points at the offending line.
-func checkKnownFields(n *yaml.Node, t reflect.Type) error {
+func checkKnownFields(n *yaml.Node, t reflect.Type, in *interner) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -535,14 +534,14 @@ func checkKnownFields(n *yaml.Node, t reflect.Type) error {
 		if n.Kind != yaml.MappingNode {
 			return nil // a type mismatch; Decode reports it with its line
 		}
-		fields := fieldsOf(t)
+		fields := in.fieldsOf(t)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			key, val := n.Content[i], n.Content[i+1]
 			ft, ok := fields.types[key.Value]
 			if !ok {
 				return errorAt(key.Line, "unknown field %q (known fields: %s)", key.Value, fields.known)
 			}
-			if err := checkKnownFields(val, ft); err != nil {
+			if err := checkKnownFields(val, ft, in); err != nil {
 				return err
 			}
 		}
@@ -551,7 +550,7 @@ func checkKnownFields(n *yaml.Node, t reflect.Type) error {
 			return nil
 		}
 		for _, item := range n.Content {
-			if err := checkKnownFields(item, t.Elem()); err != nil {
+			if err := checkKnownFields(item, t.Elem(), in); err != nil {
 				return err
 			}
 		}
@@ -560,7 +559,7 @@ func checkKnownFields(n *yaml.Node, t reflect.Type) error {
 			return nil
 		}
 		for i := 1; i < len(n.Content); i += 2 {
-			if err := checkKnownFields(n.Content[i], t.Elem()); err != nil {
+			if err := checkKnownFields(n.Content[i], t.Elem(), in); err != nil {
 				return err
 			}
 		}
@@ -574,14 +573,12 @@ type structFields struct {
 	known string                  // the keys in field order, for errors
 }
 
-// structFieldsCache holds the structFields of each type checkKnownFields
-// has seen: it runs for every service and instance of every file parsed,
-// and building them each time was a fifth of all a parse allocated.
-var structFieldsCache sync.Map // reflect.Type -> *structFields
-
-func fieldsOf(t reflect.Type) *structFields {
-	if f, ok := structFieldsCache.Load(t); ok {
-		return f.(*structFields)
+// fieldsOf returns the keys of struct type t. The interner keeps them for
+// the parse: checkKnownFields runs for every service and instance, and
+// building them each time was a fifth of all a parse allocated.
+func (in *interner) fieldsOf(t reflect.Type) *structFields {
+	if f, ok := in.fields[t]; ok {
+		return f
 	}
 	f := &structFields{types: map[string]reflect.Type{}}
 	known := make([]string, 0, t.NumField())
@@ -592,8 +589,8 @@ func fieldsOf(t reflect.Type) *structFields {
 		known = append(known, name)
 	}
 	f.known = strings.Join(known, ", ")
-	actual, _ := structFieldsCache.LoadOrStore(t, f)
-	return actual.(*structFields)
+	in.fields[t] = f
+	return f
 }
 
 // field returns the value node of key in mapping n, or nil.

@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/binary"
+	"reflect"
 	"slices"
 )
 
@@ -22,15 +23,16 @@ import (
 // resources). An interner is dropped with the parse, so it holds nothing
 // between scans.
 type interner struct {
-	strs map[string]string
-	maps map[string]map[string]string // by canonical encoding
+	strs   map[string]string
+	maps   map[string]map[string]string // by canonical encoding
+	fields map[reflect.Type]*structFields
 	// Scratch space for the canonical encoding of a map.
 	key  []byte
 	keys []string
 }
 
 func newInterner() *interner {
-	return &interner{strs: map[string]string{}, maps: map[string]map[string]string{}}
+	return &interner{strs: map[string]string{}, maps: map[string]map[string]string{}, fields: map[reflect.Type]*structFields{}}
 }
 
 // str returns s, or the equal string seen before.
