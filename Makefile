@@ -3,17 +3,21 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet e2e istiod
+.PHONY: help build test unit vet e2e istiod proto
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-vet: ## go vet (both modules) and gofmt check
+vet: ## go vet (both modules), gofmt check and generated-code check (scripts/proto.sh check)
 	$(GO) vet ./...
 	cd test && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	scripts/proto.sh check
+
+proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins itself, cached outside the repo)
+	scripts/proto.sh generate
 
 unit: ## unit and protocol tests of the main module, race detector on
 	$(GO) test -race -count=1 ./...
