@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
 	"github.com/galleon-mesh/galleon/common/snapshot"
@@ -76,7 +77,7 @@ type options struct {
 
 func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.config, "config", "", "YAML file of settings; keys are flag names (flags and GALLEON_* variables override it)")
-	fs.StringVar(&o.listen, "listen", DefaultListen, "gRPC address serving MCP over xDS (istiod's configSources: xds://<this address>)")
+	fs.StringVar(&o.listen, "listen", DefaultListen, "gRPC address serving MCP over xDS (istiod's configSources: xds://<this address>) and legacy MCP (istio.mcp.v1alpha1 ResourceSource)")
 	fs.StringVar(&o.http, "http", DefaultHTTP, "HTTP address for /metrics, /healthz, /readyz and /debug/status")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -190,6 +191,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
 	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics}).Register(g)
+	mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics}).Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)

@@ -16,9 +16,13 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registry"
+	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
 func testFlags(fs *pflag.FlagSet) (*options, *string) {
@@ -169,6 +173,32 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
 		t.Fatalf("/metrics lacks galleon_services 1: %d", code)
 	}
+	// Both protocols on the one gRPC port: MCP over xDS is covered by the
+	// protocol tests; check that legacy MCP is registered and serving too.
+	conn, err := grpc.NewClient(listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	streamCtx, streamDone := context.WithTimeout(context.Background(), 10*time.Second)
+	defer streamDone()
+	mcpStream, err := mcpv1alpha1.NewResourceSourceClient(conn).EstablishResourceStream(streamCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mcpStream.Send(&mcpv1alpha1.RequestResources{Collection: mcp.ServiceEntries, SinkNode: &mcpv1alpha1.SinkNode{Id: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := mcpStream.Recv()
+	if err != nil {
+		t.Fatalf("legacy MCP ResourceSource on --listen: %v", err)
+	}
+	if len(resp.Resources) != 1 || resp.Resources[0].GetMetadata().GetName() != "ns/a" {
+		t.Fatalf("legacy MCP served %v, want ns/a", resp.Resources)
+	}
+	// A sink leaving is what lets the graceful stop below finish at once.
+	streamDone()
+	conn.Close()
 	cancel()
 	select {
 	case code := <-exit:

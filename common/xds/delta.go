@@ -166,7 +166,7 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 	}
 	w.sent, w.pending, w.nonce, w.sentAt = true, true, nonce, time.Now()
 	s.metrics.responses.WithLabelValues(protocolDelta, w.typeURL).Inc()
-	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(msg.size))
+	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(msg.Size))
 	if w.known {
 		s.metrics.pushLatency.WithLabelValues(protocolDelta).Observe(w.sentAt.Sub(snap.Time).Seconds())
 	}
@@ -203,7 +203,7 @@ func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, 
 		buffers = append(buffers, mem.SliceBuffer(prefix), mem.SliceBuffer(body))
 		size += len(prefix) + len(body)
 	}
-	return &encodedMessage{buffers: buffers, size: size}
+	return &encodedMessage{Buffers: buffers, Size: size}
 }
 
 // deltaChanges returns what the client lacks: resources it does not hold at

@@ -2,8 +2,6 @@ package xds
 
 import (
 	"context"
-	"errors"
-	"io"
 	"log/slog"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
 
@@ -61,7 +60,7 @@ func (s *Server) Register(g *grpc.Server) {
 // streams) answers that with GOAWAY too_many_pings.
 func GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ForceServerCodecV2(newPassThroughCodec()),
+		grpc.ForceServerCodecV2(grpcwire.Codec()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime:             10 * time.Second,
 			PermitWithoutStream: true,
@@ -134,52 +133,10 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 	return nil
 }
 
-// serveStream is the loop every ADS stream runs, whatever the protocol.
-// One goroutine (this one) owns the stream's state: it applies requests with
-// onRequest and, after each request or snapshot change, lets push send what
-// the client lacks. A second goroutine only receives; it is owned by this
-// loop and ends with the stream, whose context is cancelled when the handler
-// returns.
+// serveStream runs one ADS stream on the shared loop, counting it.
 func serveStream[Req any](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
 	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	s.metrics.streams.WithLabelValues(protocol).Inc()
 	defer s.metrics.streams.WithLabelValues(protocol).Dec()
-
-	reqs := make(chan Req, 16)
-	recvErrs := make(chan error, 1)
-	go func() {
-		for {
-			req, err := recv()
-			if err != nil {
-				recvErrs <- err // buffered: never blocks
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	changed, cancel := s.source.Subscribe()
-	defer cancel()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case err := <-recvErrs:
-			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-				return nil
-			}
-			return err
-		case <-changed:
-		case req := <-reqs:
-			if err := onRequest(req); err != nil {
-				return err
-			}
-		}
-		if err := push(s.source.Current()); err != nil {
-			return err
-		}
-	}
+	return grpcwire.ServeStream[Req, *snapshot.Snapshot](ctx, s.source, recv, onRequest, push)
 }

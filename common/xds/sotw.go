@@ -140,7 +140,7 @@ func (s *Server) sotwPush(stream discovery.AggregatedDiscoveryService_StreamAggr
 	w.nonce = nonceOf(seq)
 	w.sentAt = time.Now()
 	s.metrics.responses.WithLabelValues(protocolSotW, w.typeURL).Inc()
-	s.metrics.responseBytes.WithLabelValues(protocolSotW, w.typeURL).Add(float64(msg.size))
+	s.metrics.responseBytes.WithLabelValues(protocolSotW, w.typeURL).Add(float64(msg.Size))
 	if w.known {
 		s.metrics.pushLatency.WithLabelValues(protocolSotW).Observe(w.sentAt.Sub(snap.Time).Seconds())
 	}
@@ -170,7 +170,7 @@ func sotwEncoded(col *snapshot.Collection, typeURL string) *encodedMessage {
 			buffers = append(buffers, mem.SliceBuffer(e))
 			size += len(e)
 		}
-		return &encodedMessage{buffers: buffers, size: size}
+		return &encodedMessage{Buffers: buffers, Size: size}
 	}).(*encodedMessage)
 }
 
@@ -181,7 +181,7 @@ const emptyVersion = "0"
 // istiod waits for an answer to every type it asked for before it is Ready.
 func emptyEncoded(typeURL string) *encodedMessage {
 	header := encodeHeader(emptyVersion, typeURL, nonceOf(0))
-	return &encodedMessage{buffers: mem.BufferSlice{mem.SliceBuffer(header)}, size: len(header)}
+	return &encodedMessage{Buffers: mem.BufferSlice{mem.SliceBuffer(header)}, Size: len(header)}
 }
 
 func encodeHeader(version, typeURL, nonce string) []byte {

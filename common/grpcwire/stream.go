@@ -1,0 +1,64 @@
+package grpcwire
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Source is what a config stream serves: a current value and a signal when
+// it changes. *snapshot.Store is one.
+type Source[S any] interface {
+	Current() S
+	Subscribe() (changed <-chan struct{}, cancel func())
+}
+
+// ServeStream is the loop every config stream runs, xDS or legacy MCP. One
+// goroutine (the caller's) owns the stream's state: it applies requests with
+// onRequest and, after each request or change of source, lets push send
+// what the client lacks. A second goroutine only receives; it is owned by
+// this loop and ends with the stream, whose context gRPC cancels when the
+// handler returns. A client that goes away ends the loop without an error.
+func ServeStream[Req, S any](ctx context.Context, source Source[S], recv func() (Req, error),
+	onRequest func(Req) error, push func(S) error) error {
+	reqs := make(chan Req, 16)
+	recvErrs := make(chan error, 1)
+	go func() {
+		for {
+			req, err := recv()
+			if err != nil {
+				recvErrs <- err // buffered: never blocks
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	changed, cancel := source.Subscribe()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErrs:
+			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
+				return nil
+			}
+			return err
+		case <-changed:
+		case req := <-reqs:
+			if err := onRequest(req); err != nil {
+				return err
+			}
+		}
+		if err := push(source.Current()); err != nil {
+			return err
+		}
+	}
+}
