@@ -6,6 +6,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,6 +75,14 @@ type options struct {
 	quiet          time.Duration
 	maxDelay       time.Duration
 	shutdownGrace  time.Duration
+
+	// Legacy MCP callout: dial a sink's ResourceSink server.
+	calloutAddr       string
+	calloutCA         string
+	calloutCert       string
+	calloutKey        string
+	calloutServerName string
+	calloutTLS        *tls.Config // built from the files at start
 }
 
 func (o *options) register(fs *pflag.FlagSet) {
@@ -86,6 +96,11 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
+	fs.StringVar(&o.calloutAddr, "mcp-callout", "", "legacy MCP callout: host:port of a sink's istio.mcp.v1alpha1 ResourceSink server to dial and serve (for sinks that cannot reach this process); empty: off")
+	fs.StringVar(&o.calloutCA, "mcp-callout-ca", "", "PEM CA bundle that verifies the callout sink's certificate; turns TLS on (default roots: the system's)")
+	fs.StringVar(&o.calloutCert, "mcp-callout-cert", "", "PEM client certificate for mutual TLS to the callout sink (with --mcp-callout-key)")
+	fs.StringVar(&o.calloutKey, "mcp-callout-key", "", "PEM private key of --mcp-callout-cert")
+	fs.StringVar(&o.calloutServerName, "mcp-callout-server-name", "", "name the callout sink's certificate must carry (default: the host of --mcp-callout); turns TLS on")
 }
 
 func (o *options) check() error {
@@ -100,7 +115,49 @@ func (o *options) check() error {
 	if o.quiet <= 0 || o.maxDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--debounce-quiet and --debounce-max must be positive durations such as 100ms"))
 	}
+	errs = append(errs, o.checkCallout())
 	return errors.Join(errs...)
+}
+
+// checkCallout checks the callout flags and reads their files, so that a
+// bad file stops the binary at start rather than failing every dial.
+func (o *options) checkCallout() error {
+	tlsFlags := o.calloutCA != "" || o.calloutCert != "" || o.calloutKey != "" || o.calloutServerName != ""
+	if o.calloutAddr == "" {
+		if tlsFlags {
+			return fmt.Errorf("--mcp-callout-ca, --mcp-callout-cert, --mcp-callout-key and --mcp-callout-server-name need --mcp-callout (the sink's address)")
+		}
+		return nil
+	}
+	if err := checkAddress("mcp-callout", o.calloutAddr); err != nil {
+		return err
+	}
+	if (o.calloutCert == "") != (o.calloutKey == "") {
+		return fmt.Errorf("--mcp-callout-cert and --mcp-callout-key go together: give both for mutual TLS, or neither")
+	}
+	if !tlsFlags {
+		return nil // plaintext
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.calloutServerName}
+	if o.calloutCA != "" {
+		pem, err := os.ReadFile(o.calloutCA)
+		if err != nil {
+			return fmt.Errorf("--mcp-callout-ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--mcp-callout-ca %s: no PEM certificate in the file", o.calloutCA)
+		}
+	}
+	if o.calloutCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.calloutCert, o.calloutKey)
+		if err != nil {
+			return fmt.Errorf("--mcp-callout-cert/--mcp-callout-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	o.calloutTLS = cfg
+	return nil
 }
 
 // Main runs the binary described by spec with the process's arguments and
@@ -191,7 +248,8 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
 	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics}).Register(g)
-	mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics}).Register(g)
+	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics})
+	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
@@ -204,7 +262,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, 5)
+	errs := make(chan error, 8) // one per part at most
 	run := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -225,6 +283,13 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		return nil
 	})
 	run("health", func() error { return followReadiness(ctx, store, healthSrv, log) })
+	if o.calloutAddr != "" {
+		log.Info("legacy MCP callout", "sink", o.calloutAddr, "tls", o.calloutTLS != nil,
+			"mtls", o.calloutTLS != nil && len(o.calloutTLS.Certificates) > 0)
+		run("mcp-callout", func() error {
+			return mcpSrv.RunCallout(ctx, mcp.CalloutConfig{Address: o.calloutAddr, TLS: o.calloutTLS, Logger: log})
+		})
+	}
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", o.shutdownGrace)

@@ -76,6 +76,16 @@ func TestBadSettingsSayWhatToFix(t *testing.T) {
 		{"bad address", nil, []string{"--listen", "16010"}, "--listen \"16010\": want host:port"},
 		{"bad enum", nil, []string{"--output", "crds"}, "--output \"crds\": want one of serviceentry, workloadentry"},
 		{"bad percent", nil, []string{"--panic-threshold", "101"}, "want a percentage"},
+		{"missing callout CA", nil, []string{"--mcp-callout", "127.0.0.1:15010", "--mcp-callout-ca", filepath.Join(dir, "missing-ca.pem")},
+			"--mcp-callout-ca: open " + filepath.Join(dir, "missing-ca.pem")},
+		{"callout CA without PEM", nil, []string{"--mcp-callout", "127.0.0.1:15010", "--mcp-callout-ca", write("ca.pem", "not a certificate\n")},
+			"no PEM certificate"},
+		{"callout cert without key", nil, []string{"--mcp-callout", "127.0.0.1:15010", "--mcp-callout-cert", write("cert.pem", "x")},
+			"--mcp-callout-cert and --mcp-callout-key go together"},
+		{"callout bad key pair", nil, []string{"--mcp-callout", "127.0.0.1:15010", "--mcp-callout-cert", write("c.pem", "x"), "--mcp-callout-key", write("k.pem", "x")},
+			"--mcp-callout-cert/--mcp-callout-key:"},
+		{"callout TLS without address", nil, []string{"--mcp-callout-server-name", "sink.example"}, "need --mcp-callout"},
+		{"bad callout address", nil, []string{"--mcp-callout", "sink"}, "--mcp-callout \"sink\": want host:port"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -199,6 +209,73 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	// A sink leaving is what lets the graceful stop below finish at once.
 	streamDone()
 	conn.Close()
+	cancel()
+	select {
+	case code := <-exit:
+		if code != 0 {
+			t.Fatalf("exit %d after cancel; logs:\n%s", code, logs.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+// calloutSink is a legacy MCP sink in callout mode: it serves ResourceSink,
+// subscribes to ServiceEntries on each stream and reports what it receives.
+type calloutSink struct {
+	mcpv1alpha1.UnimplementedResourceSinkServer
+	got chan *mcpv1alpha1.Resources
+}
+
+func (c *calloutSink) EstablishResourceStream(stream mcpv1alpha1.ResourceSink_EstablishResourceStreamServer) error {
+	if err := stream.Send(&mcpv1alpha1.RequestResources{Collection: mcp.ServiceEntries, SinkNode: &mcpv1alpha1.SinkNode{Id: "callout-test"}}); err != nil {
+		return err
+	}
+	for {
+		r, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		select {
+		case c.got <- r:
+		default:
+		}
+	}
+}
+
+func TestRunCallsOutToASink(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	sink := &calloutSink{got: make(chan *mcpv1alpha1.Resources, 4)}
+	mcpv1alpha1.RegisterResourceSinkServer(g, sink)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+
+	reg := staticRegistry{services: []model.Service{{
+		Namespace: "ns", Name: "a", Hosts: []string{"a.ns.test"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+	}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Run(ctx, testSpec(reg), []string{"--listen", freeAddr(t), "--http", freeAddr(t), "--debounce-quiet", "1ms",
+			"--mcp-callout", lis.Addr().String()}, &logs)
+	}()
+	select {
+	case r := <-sink.got:
+		if len(r.Resources) != 1 || r.Resources[0].GetMetadata().GetName() != "ns/a" {
+			t.Fatalf("the callout sink received %v, want ns/a", r.Resources)
+		}
+	case code := <-exit:
+		t.Fatalf("exit %d; logs:\n%s", code, logs.String())
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the callout sink received nothing; logs:\n%s", logs.String())
+	}
 	cancel()
 	select {
 	case code := <-exit:

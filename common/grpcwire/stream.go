@@ -24,9 +24,32 @@ type Source[S any] interface {
 // handler returns. A client that goes away ends the loop without an error.
 func ServeStream[Req, S any](ctx context.Context, source Source[S], recv func() (Req, error),
 	onRequest func(Req) error, push func(S) error) error {
+	return serveStream(ctx, nil, source, recv, onRequest, push)
+}
+
+// ServeClientStream is ServeStream for a stream this process opened as a
+// gRPC client (the legacy MCP callout): ctx is the stream's context and
+// cancel cancels it. When the loop ends it cancels the stream, which ends a
+// pending recv, and returns only once the receiving goroutine has ended, so
+// nothing it started outlives it.
+func ServeClientStream[Req, S any](ctx context.Context, cancel context.CancelFunc, source Source[S],
+	recv func() (Req, error), onRequest func(Req) error, push func(S) error) error {
+	return serveStream(ctx, cancel, source, recv, onRequest, push)
+}
+
+func serveStream[Req, S any](ctx context.Context, cancelStream context.CancelFunc, source Source[S],
+	recv func() (Req, error), onRequest func(Req) error, push func(S) error) error {
 	reqs := make(chan Req, 16)
 	recvErrs := make(chan error, 1)
+	recvDone := make(chan struct{})
+	if cancelStream != nil {
+		defer func() {
+			cancelStream()
+			<-recvDone
+		}()
+	}
 	go func() {
+		defer close(recvDone)
 		for {
 			req, err := recv()
 			if err != nil {

@@ -11,6 +11,7 @@
 package mcp
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
@@ -110,6 +111,9 @@ type metrics struct {
 	ackLatency    prometheus.Histogram
 	badRequests   *prometheus.CounterVec
 	oversize      *prometheus.CounterVec
+
+	calloutConnected  prometheus.Gauge
+	calloutReconnects prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -141,9 +145,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		oversize: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_mcp_oversize_responses_total", Help: "Legacy MCP responses sent although larger than the configured limit (Istio's legacy sink refuses over 4 MiB by default).",
 		}, []string{"collection"}),
+		calloutConnected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_mcp_callout_connected", Help: "1 while the legacy MCP callout stream to a ResourceSink is established.",
+		}),
+		calloutReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_mcp_callout_reconnects_total", Help: "Legacy MCP callout streams that failed or ended and are dialed again after a backoff.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.oversize)
+		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.oversize,
+			m.calloutConnected, m.calloutReconnects)
 	}
 	return m
 }
@@ -186,22 +197,41 @@ func (s *Server) admit(collection string, watched bool, watching int) error {
 func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamServer) error {
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
-	st := &streamState{watches: map[string]*watch{}}
-	return grpcwire.ServeStream[*mcpv1alpha1.RequestResources, *snapshot.Snapshot](stream.Context(), s.source, stream.Recv,
-		func(req *mcpv1alpha1.RequestResources) error { return s.request(st, req) },
-		func(snap *snapshot.Snapshot) error {
-			for _, w := range st.order {
-				if err := s.push(stream, st, w, snap); err != nil {
-					return err
-				}
+	st := newStreamState(stream.SendMsg)
+	return s.serve(stream.Context(), nil, st, stream.Recv)
+}
+
+// serve runs the protocol on one stream, whichever side dialed: requests
+// come from recv, responses go out through st.send. For a stream the sink
+// dialed (ResourceSource) cancel is nil; for one this process dialed
+// (ResourceSink, the callout) cancel cancels the stream's context ctx, and
+// serve returns only once its receiving goroutine has ended.
+func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *streamState,
+	recv func() (*mcpv1alpha1.RequestResources, error)) error {
+	onRequest := func(req *mcpv1alpha1.RequestResources) error { return s.request(st, req) }
+	push := func(snap *snapshot.Snapshot) error {
+		for _, w := range st.order {
+			if err := s.push(st, w, snap); err != nil {
+				return err
 			}
-			return nil
-		})
+		}
+		return nil
+	}
+	if cancel == nil {
+		return grpcwire.ServeStream(ctx, grpcwire.Source[*snapshot.Snapshot](s.source), recv, onRequest, push)
+	}
+	return grpcwire.ServeClientStream(ctx, cancel, grpcwire.Source[*snapshot.Snapshot](s.source), recv, onRequest, push)
+}
+
+func newStreamState(send func(any) error) *streamState {
+	return &streamState{send: send, watches: map[string]*watch{}}
 }
 
 // streamState is one stream's state, owned by its handler goroutine.
 type streamState struct {
-	sink    string // the sink node id, for logs
+	send    func(any) error // writes a response (a *grpcwire.Message) to the stream
+	acks    int             // responses acknowledged on this stream
+	sink    string          // the sink node id, for logs
 	watches map[string]*watch
 	order   []*watch // in the order first asked: responses follow it
 	nonces  uint64   // numbers incremental responses
@@ -287,6 +317,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 			"nonce", w.nonce, "version", w.sentVer, "error", req.ErrorDetail.GetMessage())
 	default:
 		w.pending = false
+		st.acks++
 		s.metrics.acks.WithLabelValues(collectionLabel(w.collection), "ack").Inc()
 		s.metrics.ackLatency.Observe(time.Since(w.sentAt).Seconds())
 	}
@@ -294,7 +325,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 }
 
 // push sends w's collection if the sink may receive it and lacks it.
-func (s *Server) push(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamServer, st *streamState, w *watch, snap *snapshot.Snapshot) error {
+func (s *Server) push(st *streamState, w *watch, snap *snapshot.Snapshot) error {
 	if w.pending {
 		return nil
 	}
@@ -303,7 +334,7 @@ func (s *Server) push(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamS
 			return nil
 		}
 		msg := emptyEncoded(w.collection)
-		return s.send(stream, w, msg, 0, emptyVersion, nonceOf(0), "full", nil)
+		return s.send(st, w, msg, 0, emptyVersion, nonceOf(0), "full", nil)
 	}
 	if !snap.Ready {
 		// An empty answer before the registry was listed would make the
@@ -326,7 +357,7 @@ func (s *Server) push(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamS
 			w.synced, w.syncedSeq = true, col.Seq
 		}
 		s.checkSize(col.Version, w.collection, msg.Size)
-		return s.send(stream, w, msg, col.Seq, col.Version, nonceOf(col.Seq), "full", snap)
+		return s.send(st, w, msg, col.Seq, col.Version, nonceOf(col.Seq), "full", snap)
 	}
 	changed, removed := w.changes(col)
 	w.syncedSeq = col.Seq
@@ -339,12 +370,12 @@ func (s *Server) push(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamS
 	nonce := nonceOf(col.Seq) + "." + nonceOf(st.nonces)
 	msg := incrementalEncoded(col.Version, w.collection, nonce, changed, removed)
 	s.checkSize(col.Version, w.collection, msg.Size)
-	return s.send(stream, w, msg, col.Seq, col.Version, nonce, "incremental", snap)
+	return s.send(st, w, msg, col.Seq, col.Version, nonce, "incremental", snap)
 }
 
-func (s *Server) send(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamServer, w *watch, msg *wireMessage,
+func (s *Server) send(st *streamState, w *watch, msg *wireMessage,
 	seq uint64, version, nonce, mode string, snap *snapshot.Snapshot) error {
-	if err := stream.SendMsg(msg); err != nil {
+	if err := st.send(msg); err != nil {
 		return err
 	}
 	w.sent, w.sentSeq, w.sentVer, w.nonce, w.pending, w.resend = true, seq, version, nonce, true, false

@@ -83,9 +83,16 @@ type recvResult struct {
 type sink struct {
 	t      *testing.T
 	id     string
-	stream mcpv1alpha1.ResourceSource_EstablishResourceStreamClient
+	stream sinkStream
 	cancel context.CancelFunc
 	got    chan recvResult
+}
+
+// sinkStream is the sink's end of a stream, whichever side dialed: a
+// ResourceSource client stream or a ResourceSink server stream (callout).
+type sinkStream interface {
+	Send(*mcpv1alpha1.RequestResources) error
+	Recv() (*mcpv1alpha1.Resources, error)
 }
 
 func openSink(t *testing.T, c mcpv1alpha1.ResourceSourceClient, id string) *sink {
