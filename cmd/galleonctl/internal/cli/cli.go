@@ -40,6 +40,8 @@ const mainUsage = `galleonctl shows what an MCP-over-xDS config source serves, a
 
 It speaks the standard protocol (Envoy ADS carrying istio.mcp.v1alpha1.Resource
 payloads), so it works against Galleon, istiod, or any other MCP-over-xDS source.
+With --protocol mcp it speaks legacy MCP instead (istio.mcp.v1alpha1.ResourceSource,
+what Istio 1.1 - 1.8 sinks use), to Galleon or any other legacy source.
 
 Usage:
   galleonctl <command> [flags]
@@ -56,6 +58,9 @@ Examples:
   galleonctl get --addr galleon.istio-system:16010 --type workloadentries -o names
   # Follow every change, with the full changed objects
   galleonctl watch --addr galleon.istio-system:16010 -o yaml
+  # What an Istio 1.8 sink gets over legacy MCP, then its incremental updates
+  galleonctl get --protocol mcp --addr galleon.istio-system:16010
+  galleonctl watch --protocol mcp --incremental --addr galleon.istio-system:16010
 
 Run 'galleonctl <command> --help' for the flags of a command.
 `
@@ -91,13 +96,27 @@ type options struct {
 	nodeID     string
 	output     string
 	timeout    time.Duration
+	protocol   string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", DefaultAddr, "`host:port` of the MCP-over-xDS source (an \"xds://\" prefix, as in istiod's configSources, is accepted)")
 	fs.StringVar(&o.types, "type", "serviceentries", "what to subscribe to: serviceentries (se), workloadentries (we), or a full type URL such as\nnetworking.istio.io/v1/DestinationRule; several, comma-separated, share one stream like istiod's")
 	fs.StringVar(&o.apiVersion, "api-version", "v1", "API version in the type URL of serviceentries/workloadentries: v1 (istiod >= 1.24), v1beta1, or v1alpha3 (istiod <= 1.23)")
-	fs.StringVar(&o.nodeID, "node-id", "galleonctl", "node id sent to the source (sources may choose what to serve by node)")
+	fs.StringVar(&o.nodeID, "node-id", "galleonctl", "node id sent to the source (sources may choose what to serve by node); the SinkNode id with --protocol mcp")
+	fs.StringVar(&o.protocol, "protocol", "xds", "xds: MCP over xDS (istiod >= 1.9); mcp: legacy MCP, istio.mcp.v1alpha1.ResourceSource (Istio 1.1 - 1.8 sinks),\nwhere --type serviceentries/workloadentries name the collections istio/networking/v1alpha3/<type>")
+}
+
+// subscriptions turns --type (and --api-version, for xds) into what to
+// subscribe to: type URLs, or legacy MCP collections with --protocol mcp.
+func (o *options) subscriptions() ([]string, error) {
+	switch o.protocol {
+	case "xds":
+		return typeURLs(o.types, o.apiVersion)
+	case "mcp":
+		return legacyCollections(o.types)
+	}
+	return nil, fmt.Errorf("--protocol %q: use xds or mcp", o.protocol)
 }
 
 // parse parses args into fs and handles --help and usage errors; it
@@ -159,6 +178,15 @@ func explain(err error, addr string, delta bool) string {
 		return fmt.Sprintf("%s does not serve ADS (envoy.service.discovery.v3.AggregatedDiscoveryService): %s", addr, st.Message())
 	}
 	return fmt.Sprintf("%s ended the stream: %s: %s", addr, st.Code(), st.Message())
+}
+
+// explainLegacy is explain for a legacy MCP stream.
+func explainLegacy(err error, addr string) string {
+	if st, ok := status.FromError(err); ok && st.Code() == codes.Unimplemented {
+		return fmt.Sprintf("%s does not serve legacy MCP (istio.mcp.v1alpha1.ResourceSource): %s; istiod >= 1.9 only serves MCP over xDS: try --protocol xds",
+			addr, st.Message())
+	}
+	return explain(err, addr, false)
 }
 
 // timestamp formats arrival times: RFC 3339 with milliseconds.

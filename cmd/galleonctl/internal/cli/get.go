@@ -44,6 +44,13 @@ Examples:
   galleonctl get --addr 10.0.0.5:16010 --type se,we -o names
   # Any collection of any source, by its full type URL
   galleonctl get --addr istiod.istio-system:15010 --type networking.istio.io/v1/DestinationRule -o json
+  # The same ServiceEntries over legacy MCP, as an Istio 1.8 sink gets them
+  # (collection istio/networking/v1alpha3/serviceentries)
+  galleonctl get --protocol mcp --addr galleon.istio-system:16010
+
+With --protocol mcp, get opens a legacy MCP stream (istio.mcp.v1alpha1.ResourceSource),
+subscribes to each collection without incremental updates, ACKs the first full
+state of each and prints it the same way.
 `
 
 // drainGrace bounds the wait for the source to end the stream after the
@@ -59,7 +66,7 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code := parse(fs, args, getUsage, stdout, stderr); code >= 0 {
 		return code
 	}
-	types, err := typeURLs(o.types, o.apiVersion)
+	types, err := o.subscriptions()
 	if err == nil && o.output != "yaml" && o.output != "json" && o.output != "names" {
 		err = fmt.Errorf("-o %q: use yaml, json or names", o.output)
 	}
@@ -71,7 +78,11 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 
-	byType, bad, err := get(ctx, o, types)
+	fetch := get
+	if o.protocol == "mcp" {
+		fetch = getLegacy
+	}
+	byType, bad, err := fetch(ctx, o, types)
 	if err != nil {
 		fmt.Fprintf(stderr, "galleonctl get: %v\n", err)
 		return 1
@@ -210,8 +221,12 @@ func (f *failure) explain(ctx context.Context, err error, waiting []string) erro
 		if state := f.conn.GetState(); state != connectivity.Ready {
 			return fmt.Errorf("could not connect to %s within %v (connection %s)", o.addr, o.timeout, state)
 		}
-		msg := fmt.Sprintf("no response from %s within %v for %s: is it an MCP-over-xDS source serving that type? (a correct source answers every type, empty if it has nothing)",
-			o.addr, o.timeout, strings.Join(waiting, ", "))
+		what := "an MCP-over-xDS source serving that type"
+		if o.protocol == "mcp" {
+			what = "a legacy MCP source serving that collection"
+		}
+		msg := fmt.Sprintf("no response from %s within %v for %s: is it %s? (a correct source answers every type, empty if it has nothing)",
+			o.addr, o.timeout, strings.Join(waiting, ", "), what)
 		if len(f.others) > 0 {
 			msg += fmt.Sprintf("; it answered %s instead, but must echo the requested type URL", strings.Join(f.others, ", "))
 		}
@@ -222,6 +237,9 @@ func (f *failure) explain(ctx context.Context, err error, waiting []string) erro
 	}
 	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("%s closed the stream before answering %s", o.addr, strings.Join(waiting, ", "))
+	}
+	if o.protocol == "mcp" {
+		return errors.New(explainLegacy(err, o.addr))
 	}
 	return errors.New(explain(err, o.addr, false))
 }
@@ -234,4 +252,63 @@ func remaining(types []string, pending map[string]bool) []string {
 		}
 	}
 	return out
+}
+
+// getLegacy is get over legacy MCP: the first (full-state) response of each
+// collection, ACKed.
+func getLegacy(ctx context.Context, o options, collections []string) (map[string][]xdsclient.Resource, []error, error) {
+	conn, err := dial(o.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close()
+	f := &failure{opts: o, conn: conn}
+
+	streamCtx, cancelStream := context.WithCancelCause(ctx)
+	defer cancelStream(nil)
+	timer := time.AfterFunc(o.timeout, func() { cancelStream(errTimedOut) })
+	defer timer.Stop()
+
+	stream, err := xdsclient.OpenLegacy(streamCtx, conn, o.nodeID, collections, false)
+	if err != nil {
+		return nil, nil, f.explain(streamCtx, err, collections)
+	}
+	pending := map[string]bool{}
+	for _, c := range collections {
+		pending[c] = true
+	}
+	byType := map[string][]xdsclient.Resource{}
+	var bad []error
+	for len(pending) > 0 {
+		resp, err := stream.Recv()
+		if err != nil {
+			return nil, nil, f.explain(streamCtx, err, remaining(collections, pending))
+		}
+		if err := stream.ACK(resp); err != nil {
+			return nil, nil, f.explain(streamCtx, err, remaining(collections, pending))
+		}
+		if !pending[resp.Collection] {
+			if !slices.Contains(collections, resp.Collection) && !slices.Contains(f.others, resp.Collection) {
+				f.others = append(f.others, resp.Collection)
+			}
+			continue
+		}
+		delete(pending, resp.Collection)
+		byType[resp.Collection] = resp.Resources
+		for _, e := range resp.Errors {
+			bad = append(bad, fmt.Errorf("%s %w", resp.Collection, e))
+		}
+	}
+
+	timer.Stop()
+	if stream.CloseSend() == nil {
+		drain := time.AfterFunc(drainGrace, func() { cancelStream(nil) })
+		defer drain.Stop()
+		for {
+			if _, err := stream.Recv(); err != nil {
+				break
+			}
+		}
+	}
+	return byType, bad, nil
 }

@@ -66,10 +66,11 @@ type event struct {
 	Time      string             `json:"time"`
 	TypeURL   string             `json:"typeUrl"`
 	Kind      string             `json:"-"`
-	Mode      string             `json:"mode"` // "sotw" or "delta"
+	Mode      string             `json:"mode"` // "sotw" or "delta"; legacy MCP: "full" or "incremental"
 	Version   string             `json:"version,omitempty"`
 	Nonce     string             `json:"nonce"`
-	Resources int                `json:"resources"` // total held after this response
+	Resources int                `json:"resources"`      // total held after this response
+	Sent      *int               `json:"sent,omitempty"` // legacy MCP: resources in the response
 	First     bool               `json:"first,omitempty"`
 	Added     []string           `json:"added,omitempty"`
 	Updated   []string           `json:"updated,omitempty"`
@@ -86,6 +87,9 @@ const maxSummaryNames = 10
 func (e *event) summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s %s version=%q nonce=%q resources=%d", e.Time, e.Kind, e.Mode, e.Version, e.Nonce, e.Resources)
+	if e.Sent != nil {
+		fmt.Fprintf(&b, " sent=%d", *e.Sent)
+	}
 	lists := []struct {
 		name  string
 		names []string
@@ -107,7 +111,7 @@ func (e *event) summary() string {
 	switch {
 	case !changed && e.First:
 		b.WriteString(" (empty)")
-	case !changed && e.Mode == "sotw":
+	case !changed && (e.Mode == "sotw" || e.Mode == "full"):
 		b.WriteString(" no changes (the source resent the same state)")
 	case !changed:
 		b.WriteString(" no changes")

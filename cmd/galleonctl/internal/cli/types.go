@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"strings"
+
+	"github.com/galleon-mesh/galleon/common/xdsclient"
 )
 
 // typeURLs turns --type and --api-version into the type URLs to
@@ -39,4 +41,40 @@ func typeURLs(types, apiVersion string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// legacyCollections turns --type into legacy MCP collection names, the
+// lowercase paths Istio 1.1 - 1.8 sinks ask for. A type with a "/" is a
+// collection name, sent as given.
+func legacyCollections(types string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, t := range strings.Split(types, ",") {
+		t = strings.TrimSpace(t)
+		var c string
+		switch strings.ToLower(t) {
+		case "serviceentries", "serviceentry", "se":
+			c = xdsclient.LegacyServiceEntries
+		case "workloadentries", "workloadentry", "we":
+			c = xdsclient.LegacyWorkloadEntries
+		case "":
+			return nil, fmt.Errorf("--type %q: empty type", types)
+		default:
+			if !strings.Contains(t, "/") {
+				return nil, fmt.Errorf("--type %q: use serviceentries, workloadentries, or a legacy MCP collection such as istio/networking/v1alpha3/destinationrules", t)
+			}
+			c = t
+		}
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// isLegacyCollection tells a legacy MCP collection ("istio/networking/v1alpha3/serviceentries")
+// from a type URL ("networking.istio.io/v1/ServiceEntry").
+func isLegacyCollection(s string) bool {
+	return strings.Count(s, "/") == 3 && s == strings.ToLower(s)
 }

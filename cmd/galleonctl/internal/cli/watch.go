@@ -50,6 +50,17 @@ Examples:
   galleonctl watch --addr galleon.istio-system:16010 --type se,we -o yaml
   # Incremental stream, machine-readable
   galleonctl watch --addr 10.0.0.5:16010 --delta -o json | jq .
+  # Legacy MCP, as an Istio 1.1 - 1.8 sink: incremental updates of ServiceEntries
+  galleonctl watch --protocol mcp --incremental --addr galleon.istio-system:16010
+
+With --protocol mcp it opens a legacy MCP stream (istio.mcp.v1alpha1.ResourceSource)
+and subscribes to the collections (istio/networking/v1alpha3/serviceentries, ...),
+asking for incremental updates with --incremental. Each response is one line:
+  <arrival time> <collection> <full|incremental> version="<system_version_info>"
+  nonce="<nonce>" resources=<total held> sent=<resources in the response>
+  added=[...] updated=[...] removed=[...]
+A full response replaces everything held before; an incremental one adds,
+updates and removes (removed_resources).
 `
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,13 +68,21 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	var delta bool
 	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
 	o.register(fs)
+	var incremental bool
 	fs.BoolVar(&delta, "delta", false, "use a Delta (incremental) stream instead of SotW")
+	fs.BoolVar(&incremental, "incremental", false, "with --protocol mcp: ask for incremental updates (after a first full state, only\nchanged resources and removed_resources), as an incremental Istio 1.x sink does")
 	fs.StringVar(&o.output, "o", "summary", "output format: summary, names, yaml or json")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up if the first response has not arrived within this time (0: wait forever)")
 	if code := parse(fs, args, watchUsage, stdout, stderr); code >= 0 {
 		return code
 	}
-	types, err := typeURLs(o.types, o.apiVersion)
+	types, err := o.subscriptions()
+	if err == nil && delta && o.protocol == "mcp" {
+		err = errors.New("--delta is for MCP over xDS; legacy MCP asks for incremental updates with --incremental")
+	}
+	if err == nil && incremental && o.protocol != "mcp" {
+		err = errors.New("--incremental is for --protocol mcp; MCP over xDS streams incremental updates with --delta")
+	}
 	switch o.output {
 	case "summary", "names", "yaml", "json":
 	default:
@@ -87,9 +106,12 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	defer conn.Close()
 
 	w := &watcher{opts: o, out: stdout, errOut: stderr, state: map[string]map[string]xdsclient.Resource{}}
-	if delta {
+	switch {
+	case o.protocol == "mcp":
+		err = w.legacy(ctx, conn, types, incremental)
+	case delta:
 		err = w.delta(ctx, conn, types)
-	} else {
+	default:
 		err = w.sotw(ctx, conn, types)
 	}
 	switch {
@@ -238,6 +260,104 @@ func (w *watcher) delta(ctx context.Context, conn *grpc.ClientConn, types []stri
 	}
 }
 
+// legacy watches a legacy MCP stream.
+func (w *watcher) legacy(ctx context.Context, conn *grpc.ClientConn, collections []string, incremental bool) error {
+	ctx, gotResponse, stop := w.firstResponse(ctx)
+	defer stop()
+	stream, err := xdsclient.OpenLegacy(ctx, conn, w.opts.nodeID, collections, incremental)
+	if err != nil {
+		return w.legacyErr(ctx, err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return w.legacyErr(ctx, err)
+		}
+		gotResponse()
+		if err := stream.ACK(resp); err != nil {
+			return w.legacyErr(ctx, err)
+		}
+		w.warn(resp.Collection, resp.Errors, resp.Resources)
+		held, seen := w.state[resp.Collection]
+		e, next := applyLegacy(held, resp)
+		e.First = !seen
+		w.state[resp.Collection] = next
+		changed := map[string]xdsclient.Resource{}
+		for _, r := range resp.Resources {
+			changed[r.Key()] = r
+		}
+		if err := w.print(e, changed); err != nil {
+			return err
+		}
+	}
+}
+
+// applyLegacy applies a legacy MCP response to what is held (by name) and
+// returns the event to print and what is held after it.
+func applyLegacy(held map[string]xdsclient.Resource, resp *xdsclient.LegacyResponse) (*event, map[string]xdsclient.Resource) {
+	e := &event{
+		Time: timestamp(resp.Received), TypeURL: resp.Collection, Mode: "full",
+		Version: resp.SystemVersionInfo, Nonce: resp.Nonce, Sent: new(len(resp.Resources)),
+	}
+	if !resp.Incremental {
+		var prev []xdsclient.Resource
+		for _, r := range held {
+			prev = append(prev, r)
+		}
+		d := xdsclient.DiffSotW(prev, resp.Resources)
+		e.Added, e.Updated, e.Removed = d.Added, d.Updated, d.Removed
+		next := make(map[string]xdsclient.Resource, len(resp.Resources))
+		for _, r := range resp.Resources {
+			if _, dup := next[r.Key()]; !dup {
+				next[r.Key()] = r
+			}
+		}
+		e.Resources = len(next)
+		return e, next
+	}
+	e.Mode = "incremental"
+	next := make(map[string]xdsclient.Resource, len(held)+len(resp.Resources))
+	for k, r := range held {
+		next[k] = r
+	}
+	for _, r := range resp.Resources {
+		old, ok := next[r.Key()]
+		switch {
+		case !ok:
+			e.Added = append(e.Added, r.Key())
+		case xdsclient.Changed(&old, &r):
+			e.Updated = append(e.Updated, r.Key())
+		default:
+			e.Unchanged = append(e.Unchanged, r.Key())
+		}
+		next[r.Key()] = r
+	}
+	for _, name := range resp.Removed {
+		delete(next, name)
+		e.Removed = append(e.Removed, name)
+	}
+	sort.Strings(e.Added)
+	sort.Strings(e.Updated)
+	sort.Strings(e.Unchanged)
+	sort.Strings(e.Removed)
+	e.Resources = len(next)
+	return e, next
+}
+
+// legacyErr is streamErr for a legacy MCP stream.
+func (w *watcher) legacyErr(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		return fmt.Errorf("no response from %s within %v: is it a legacy MCP source serving that collection?", w.opts.addr, w.opts.timeout)
+	}
+	if ctx.Err() != nil {
+		return nil // interrupted
+	}
+	if errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s closed the stream", w.opts.addr)
+	}
+	return errors.New(explainLegacy(err, w.opts.addr))
+}
+
 // print writes e, with the added and updated objects from byName when the
 // output format shows objects.
 func (w *watcher) print(e *event, byName map[string]xdsclient.Resource) error {
@@ -282,8 +402,12 @@ func (w *watcher) warn(typeURL string, bad []xdsclient.ResourceError, resources 
 	}
 }
 
-// kindOf is the short name of a type URL for summaries.
+// kindOf is the short name of a type URL for summaries; a legacy MCP
+// collection is shown as it is.
 func kindOf(typeURL string) string {
+	if isLegacyCollection(typeURL) {
+		return typeURL
+	}
 	_, kind := xdsclient.GroupVersionKind(typeURL, typeURL)
 	return kind
 }
