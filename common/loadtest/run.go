@@ -78,11 +78,17 @@ func writeTarget(dir string, instances, variant int) error {
 	return os.Rename(tmp, filepath.Join(dir, TargetFile))
 }
 
+// MCPCollection is the collection legacy MCP sinks of a run subscribe to
+// (mcp.ServiceEntries).
+const MCPCollection = "istio/networking/v1alpha3/serviceentries"
+
 // RunConfig describes a load run against a running source.
 type RunConfig struct {
-	Addr     string
-	Sinks    int
-	Protocol string // "sotw" or "delta"
+	Addr  string
+	Sinks int
+	// Protocol is "sotw", "delta" (ADS, asking for TypeURL), "mcp" or
+	// "mcp-incremental" (legacy MCP, asking for MCPCollection).
+	Protocol string
 	TypeURL  string
 	// Dir is the file registry the source serves; the run rewrites
 	// TargetFile in it. Empty: connect and sync only.
@@ -154,8 +160,13 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	case "sotw":
 	case "delta":
 		dialSink = DialDelta
+	case "mcp", "mcp-incremental":
+		incremental := cfg.Protocol == "mcp-incremental"
+		dialSink = func(ctx context.Context, addr, _ string) (*Sink, error) {
+			return DialMCP(ctx, addr, MCPCollection, incremental)
+		}
 	default:
-		return nil, fmt.Errorf("--protocol %q: want sotw or delta", cfg.Protocol)
+		return nil, fmt.Errorf("--protocol %q: want sotw, delta, mcp or mcp-incremental", cfg.Protocol)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -46,7 +46,7 @@ func TestRunAgainstGalleonFile(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-exited })
 
-	for _, protocol := range []string{"sotw", "delta"} {
+	for _, protocol := range []string{"sotw", "delta", "mcp", "mcp-incremental"} {
 		var rep *loadtest.Report
 		var err error
 		for deadline := time.Now().Add(10 * time.Second); ; {
@@ -66,11 +66,11 @@ func TestRunAgainstGalleonFile(t *testing.T) {
 		if rep.Changes != 4 || len(rep.Latencies) != 4 || rep.SyncBytes == 0 || rep.ChangeBytes == 0 || rep.SourceRSS == 0 {
 			t.Fatalf("%s report incomplete: %+v", protocol, rep)
 		}
-		if protocol == "delta" && rep.ChangeBytes >= rep.SyncBytes/10 {
-			t.Fatalf("delta change sent %d bytes against %d for the full state: not incremental", rep.ChangeBytes, rep.SyncBytes)
+		if (protocol == "delta" || protocol == "mcp-incremental") && rep.ChangeBytes >= rep.SyncBytes/10 {
+			t.Fatalf("%s change sent %d bytes against %d for the full state: not incremental", protocol, rep.ChangeBytes, rep.SyncBytes)
 		}
-		if protocol == "sotw" && rep.ChangeBytes < rep.SyncBytes/2 {
-			t.Fatalf("sotw change sent %d bytes, full state is %d: SotW must send full state", rep.ChangeBytes, rep.SyncBytes)
+		if (protocol == "sotw" || protocol == "mcp") && rep.ChangeBytes < rep.SyncBytes/2 {
+			t.Fatalf("%s change sent %d bytes, full state is %d: must be the full state", protocol, rep.ChangeBytes, rep.SyncBytes)
 		}
 		t.Logf("%s: %s", protocol, rep)
 	}

@@ -1,15 +1,18 @@
 // Package loadtest holds the measuring sinks used by Galleon's benchmarks
-// and its load tool (cmd/galleon-load): ADS clients that acknowledge every
-// response and record when each version arrived and how many bytes it took.
+// and its load tool (cmd/galleon-load): ADS and legacy MCP clients that
+// acknowledge every response and record when each version arrived and how
+// many bytes it took.
 //
-// Sinks read only the response header (version, type URL, nonce) and skip
-// the resources: gRPC has received every byte by then, and what a real sink
-// does with them is its own cost, not the source's.
+// Sinks read only the response header (version, type URL or collection,
+// nonce) and skip the resources: gRPC has received every byte by then, and
+// what a real sink does with them is its own cost, not the source's.
 package loadtest
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"path"
 	"sync"
 	"time"
 
@@ -20,6 +23,8 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
 // Arrival is one response as a sink saw it.
@@ -28,6 +33,8 @@ type Arrival struct {
 	At      time.Time
 	// Bytes is the size of the response on the wire.
 	Bytes int
+	// Incremental is set for a legacy MCP response that holds only changes.
+	Incremental bool
 }
 
 // Sink is one connected ADS client.
@@ -123,7 +130,7 @@ func dial(addr string) (*grpc.ClientConn, error) {
 // DialSotW connects a SotW sink asking for typeURL. The stream lives until
 // ctx is done.
 func DialSotW(ctx context.Context, addr, typeURL string) (*Sink, error) {
-	return dialStream(ctx, addr, "StreamAggregatedResources", &discovery.DiscoveryRequest{TypeUrl: typeURL},
+	return dialStream(ctx, addr, adsService+"StreamAggregatedResources", xdsHeader, &discovery.DiscoveryRequest{TypeUrl: typeURL},
 		func(h header) any {
 			return &discovery.DiscoveryRequest{TypeUrl: h.typeURL, VersionInfo: h.version, ResponseNonce: h.nonce}
 		})
@@ -131,37 +138,50 @@ func DialSotW(ctx context.Context, addr, typeURL string) (*Sink, error) {
 
 // DialDelta connects a wildcard Delta sink asking for typeURL.
 func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
-	return dialStream(ctx, addr, "DeltaAggregatedResources", &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL},
+	return dialStream(ctx, addr, adsService+"DeltaAggregatedResources", xdsHeader, &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL},
 		func(h header) any {
 			return &discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResponseNonce: h.nonce}
 		})
 }
 
-// dialStream opens one ADS stream, sends subscribe, and then records and
-// acknowledges (with ack's request) every response until the stream ends.
-func dialStream(ctx context.Context, addr, method string, subscribe any, ack func(header) any) (*Sink, error) {
+// DialMCP connects a legacy MCP sink (istio.mcp.v1alpha1.ResourceSource)
+// subscribing to collection, asking for incremental updates if incremental.
+func DialMCP(ctx context.Context, addr, collection string, incremental bool) (*Sink, error) {
+	return dialStream(ctx, addr, "/istio.mcp.v1alpha1.ResourceSource/EstablishResourceStream", mcpHeader,
+		&mcpv1alpha1.RequestResources{Collection: collection, Incremental: incremental, SinkNode: &mcpv1alpha1.SinkNode{Id: "galleon-load"}},
+		func(h header) any {
+			return &mcpv1alpha1.RequestResources{Collection: h.typeURL, ResponseNonce: h.nonce, Incremental: incremental}
+		})
+}
+
+const adsService = "/envoy.service.discovery.v3.AggregatedDiscoveryService/"
+
+// dialStream opens one stream on method (a full method path), sends
+// subscribe, and then records and acknowledges (with ack's request) every
+// response, decoded as a header of kind, until the stream ends.
+func dialStream(ctx context.Context, addr, method string, kind headerKind, subscribe any, ack func(header) any) (*Sink, error) {
 	conn, err := dial(addr)
 	if err != nil {
 		return nil, err
 	}
-	desc := &grpc.StreamDesc{StreamName: method, ServerStreams: true, ClientStreams: true}
-	st, err := conn.NewStream(ctx, desc, "/envoy.service.discovery.v3.AggregatedDiscoveryService/"+method)
+	desc := &grpc.StreamDesc{StreamName: path.Base(method), ServerStreams: true, ClientStreams: true}
+	st, err := conn.NewStream(ctx, desc, method)
 	if err == nil {
 		err = st.SendMsg(subscribe)
 	}
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("%s to %s: %w", method, addr, err)
+		return nil, fmt.Errorf("%s to %s: %w", path.Base(method), addr, err)
 	}
 	s := newSink(conn)
 	go func() { // ends with the stream: when ctx is done or the source goes
 		for {
-			var h header
+			h := header{kind: kind}
 			if err := st.RecvMsg(&h); err != nil {
 				s.fail(err)
 				return
 			}
-			s.record(Arrival{Version: h.version, At: time.Now(), Bytes: h.bytes})
+			s.record(Arrival{Version: h.version, At: time.Now(), Bytes: h.bytes, Incremental: h.incremental})
 			if err := st.SendMsg(ack(h)); err != nil {
 				s.fail(err)
 				return
@@ -171,12 +191,44 @@ func dialStream(ctx context.Context, addr, method string, subscribe any, ack fun
 	return s, nil
 }
 
-// header is what a sink decodes of a DiscoveryResponse (or, with delta
-// set, a DeltaDiscoveryResponse): both carry the version in field 1, the
-// type URL in field 4 and the nonce in field 5.
+// headerKind says which message a header is decoded from.
+type headerKind int
+
+const (
+	// xdsHeader: a DiscoveryResponse or DeltaDiscoveryResponse. Both carry
+	// the version in field 1, the type URL in field 4 and the nonce in
+	// field 5.
+	xdsHeader headerKind = iota
+	// mcpHeader: a legacy istio.mcp.v1alpha1.Resources. The version is field
+	// 1, the collection field 2 (kept in typeURL), the nonce field 5 and
+	// the incremental flag field 6 (a varint, absent when false).
+	mcpHeader
+)
+
+// header is what a sink decodes of a response: all but the resources.
 type header struct {
+	kind                    headerKind
 	version, nonce, typeURL string
-	bytes                   int
+	incremental             bool // mcpHeader only
+	bytes                   int  // the whole message
+}
+
+// Field numbers of the header fields, by kind.
+var headerFields = [...]struct{ version, typeURL, nonce protowire.Number }{
+	xdsHeader: {version: 1, typeURL: 4, nonce: 5},
+	mcpHeader: {version: 1, typeURL: 2, nonce: 5},
+}
+
+const mcpFieldIncremental protowire.Number = 6
+
+// done reports whether the rest of the message can be skipped. An MCP
+// message whose incremental flag was not seen is read to its end: the flag
+// is only absent when false, and a proto encoder may put it last.
+func (h *header) done() bool {
+	if h.version == "" || h.nonce == "" || h.typeURL == "" {
+		return false
+	}
+	return h.kind != mcpHeader || h.incremental
 }
 
 // headerCodec decodes *header values from the wire and leaves every other
@@ -191,44 +243,73 @@ func (c headerCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if !ok {
 		return c.proto.Unmarshal(data, v)
 	}
-	*h = header{bytes: data.Len()}
+	*h = header{kind: h.kind, bytes: data.Len()}
 	rd := data.Reader()
 	defer rd.Close()
-	for rd.Remaining() > 0 && (h.version == "" || h.nonce == "" || h.typeURL == "") {
+	return h.decode(rd)
+}
+
+func (h *header) decode(rd *mem.Reader) error {
+	fields := headerFields[h.kind]
+	for rd.Remaining() > 0 && !h.done() {
 		tag, err := readVarint(rd)
 		if err != nil {
 			return err
+		}
+		num, typ := protowire.Number(tag>>3), protowire.Type(tag&7)
+		switch typ {
+		case protowire.VarintType:
+			v, err := readVarint(rd)
+			if err != nil {
+				return err
+			}
+			if h.kind == mcpHeader && num == mcpFieldIncremental {
+				h.incremental = v != 0
+			}
+			continue
+		case protowire.Fixed32Type, protowire.Fixed64Type:
+			n := 4
+			if typ == protowire.Fixed64Type {
+				n = 8
+			}
+			if _, err := rd.Discard(n); err != nil {
+				return err
+			}
+			continue
+		case protowire.BytesType:
+		default:
+			return fmt.Errorf("unexpected wire type %d in a response", typ)
 		}
 		n, err := readVarint(rd)
 		if err != nil {
 			return err
 		}
-		if protowire.Type(tag&7) != protowire.BytesType {
-			return fmt.Errorf("unexpected wire type %d in a DiscoveryResponse", tag&7)
+		if n > uint64(rd.Remaining()) {
+			return fmt.Errorf("field %d: length %d past the end of the message", num, n)
 		}
-		switch protowire.Number(tag >> 3) {
-		case 1, 4, 5:
-			buf := make([]byte, n)
-			if _, err := rd.Read(buf); err != nil {
-				return err
-			}
-			switch protowire.Number(tag >> 3) {
-			case 1:
-				h.version = string(buf)
-			case 4:
-				h.typeURL = string(buf)
-			case 5:
-				h.nonce = string(buf)
-			}
-		default:
+		var dst *string
+		switch num {
+		case fields.version:
+			dst = &h.version
+		case fields.typeURL:
+			dst = &h.typeURL
+		case fields.nonce:
+			dst = &h.nonce
+		}
+		if dst == nil {
 			if _, err := rd.Discard(int(n)); err != nil {
 				return err
 			}
+			continue
 		}
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(rd, buf); err != nil {
+			return err
+		}
+		*dst = string(buf)
 	}
 	return nil
 }
-
 func readVarint(rd *mem.Reader) (uint64, error) {
 	var v uint64
 	for shift := uint(0); shift < 64; shift += 7 {
