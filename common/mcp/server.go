@@ -13,7 +13,6 @@ package mcp
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -245,14 +244,10 @@ type watch struct {
 
 	// incremental is what the sink's latest request asked for.
 	incremental bool
-	// has maps each resource the sink holds to its version, kept only for
-	// an incremental sink and only while valid (synced): what it sent in
-	// initial_resource_versions or what we sent since.
-	has    map[string]string
+	// held is what an incremental sink holds, while known (synced): what it
+	// sent in initial_resource_versions or what we sent since.
+	held   snapshot.Holdings
 	synced bool
-	// syncedSeq is the collection Seq that has reflects; 0 means has was
-	// never compared with a collection (a resume): compare everything.
-	syncedSeq uint64
 
 	sent    bool   // a response went out for this collection on this stream
 	sentSeq uint64 // collection Seq of the last response
@@ -278,9 +273,9 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		w.kind, w.known = KindOf(req.Collection)
 		if req.Incremental && len(req.InitialResourceVersions) > 0 && w.known {
 			// A sink resuming: the first response holds only what it lacks.
-			w.has = make(map[string]string, len(req.InitialResourceVersions))
+			w.held = snapshot.Holdings{Versions: make(map[string]string, len(req.InitialResourceVersions))}
 			for name, version := range req.InitialResourceVersions {
-				w.has[name] = version
+				w.held.Versions[name] = version
 			}
 			w.synced = true
 		}
@@ -292,7 +287,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 	}
 	if w.incremental != req.Incremental {
 		w.incremental = req.Incremental
-		w.has, w.synced, w.syncedSeq = nil, false, 0 // the next response is full state
+		w.held, w.synced = snapshot.Holdings{}, false // the next response is full state
 	}
 	switch {
 	case !w.sent:
@@ -301,7 +296,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		// The sink subscribes again on the same stream: answer with the
 		// current full state.
 		w.pending, w.resend = false, true
-		w.has, w.synced, w.syncedSeq = nil, false, 0
+		w.held, w.synced = snapshot.Holdings{}, false
 	case req.ResponseNonce != w.nonce:
 		// An answer to an older response: the newer one is on its way.
 		s.metrics.badRequests.WithLabelValues("stale_nonce").Inc()
@@ -310,7 +305,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		// The sink keeps what it had; the rejected state (w.sentVer) is not
 		// sent again. What an incremental sink holds is no longer known, so
 		// the next, newer state goes out in full.
-		w.has, w.synced, w.syncedSeq = nil, false, 0
+		w.held, w.synced = snapshot.Holdings{}, false
 		s.metrics.acks.WithLabelValues(collectionLabel(w.collection), "nack").Inc()
 		s.metrics.ackLatency.Observe(time.Since(w.sentAt).Seconds())
 		s.log.Warn("mcp response rejected", "collection", w.collection, "sink", st.sink,
@@ -350,17 +345,16 @@ func (s *Server) push(st *streamState, w *watch, snap *snapshot.Snapshot) error 
 	if !w.incremental || !w.synced {
 		msg := fullEncoded(col, w.collection)
 		if w.incremental {
-			w.has = make(map[string]string, col.Len())
+			w.held = snapshot.Holdings{Versions: make(map[string]string, col.Len()), Seq: col.Seq}
 			for _, r := range col.Resources() {
-				w.has[r.Name] = r.Version
+				w.held.Versions[r.Name] = r.Version
 			}
-			w.synced, w.syncedSeq = true, col.Seq
+			w.synced = true
 		}
 		s.checkSize(col.Version, w.collection, msg.Size)
 		return s.send(st, w, msg, col.Seq, col.Version, nonceOf(col.Seq), "full", snap)
 	}
-	changed, removed := w.changes(col)
-	w.syncedSeq = col.Seq
+	changed, removed := w.held.CatchUp(col, snapshot.Scope{All: true}, nil)
 	if w.sent && len(changed) == 0 && len(removed) == 0 {
 		// The content came back to what the sink holds.
 		w.sentSeq, w.sentVer = col.Seq, col.Version
@@ -405,49 +399,4 @@ func (s *Server) checkSize(version, collection string, size int) {
 			"bytes", size, "limit", s.maxSize,
 			"hint", "raise the sink's gRPC max receive message size, or have it ask for incremental updates")
 	}
-}
-
-// changes returns what an incremental sink lacks: resources it does not
-// hold at their current version, and removals of what it holds that is gone,
-// and records them as held. When the sink is a few versions behind only the
-// names that changed since are looked at; otherwise every resource is.
-func (w *watch) changes(col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
-	if w.syncedSeq != 0 {
-		if names, ok := col.ChangedSince(w.syncedSeq); ok {
-			names = slices.Compact(slices.Sorted(slices.Values(names)))
-			for _, name := range names {
-				changed, removed = w.compare(name, col.Get(name), changed, removed)
-			}
-			return changed, removed
-		}
-	}
-	for _, r := range col.Resources() {
-		changed, removed = w.compare(r.Name, r, changed, removed)
-	}
-	var gone []string
-	for name := range w.has {
-		if col.Get(name) == nil {
-			gone = append(gone, name)
-		}
-	}
-	slices.Sort(gone)
-	for _, name := range gone {
-		changed, removed = w.compare(name, nil, changed, removed)
-	}
-	return changed, removed
-}
-
-// compare decides what the sink needs for one name, r being the resource of
-// that name (nil when there is none), and records it as held.
-func (w *watch) compare(name string, r *snapshot.Resource, changed []*snapshot.Resource, removed []string) ([]*snapshot.Resource, []string) {
-	held, has := w.has[name]
-	switch {
-	case r != nil && held != r.Version:
-		changed = append(changed, r)
-		w.has[name] = r.Version
-	case r == nil && has:
-		removed = append(removed, name)
-		delete(w.has, name)
-	}
-	return changed, removed
 }

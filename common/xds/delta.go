@@ -1,7 +1,6 @@
 package xds
 
 import (
-	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -23,12 +22,9 @@ type deltaWatch struct {
 
 	wildcard bool
 	names    map[string]struct{} // explicit subscriptions
-	// has maps each resource the client holds to its version: what it
-	// sent in initial_resource_versions plus what we sent since.
-	has map[string]string
-	// syncedSeq is the collection Seq that has reflects; 0 means the client's
-	// state is not yet compared with ours at all.
-	syncedSeq uint64
+	// held is what the client holds: what it sent in
+	// initial_resource_versions plus what we sent since.
+	held snapshot.Holdings
 	// recheck holds newly subscribed names to look at on the next push.
 	recheck map[string]struct{}
 
@@ -71,7 +67,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 		w = &deltaWatch{
 			typeURL: req.TypeUrl,
 			names:   map[string]struct{}{},
-			has:     map[string]string{},
+			held:    snapshot.Holdings{Versions: map[string]string{}},
 			recheck: map[string]struct{}{},
 		}
 		w.kind, w.known = KindOf(req.TypeUrl)
@@ -79,7 +75,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 		// subscription; "*" asks for it explicitly alongside names.
 		w.wildcard = len(req.ResourceNamesSubscribe) == 0
 		for name, version := range req.InitialResourceVersions {
-			w.has[name] = version
+			w.held.Versions[name] = version
 		}
 		watches[req.TypeUrl] = w
 		created = w
@@ -90,7 +86,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 	for _, name := range req.ResourceNamesSubscribe {
 		if name == "*" {
 			w.wildcard = true
-			w.syncedSeq = 0 // compare everything on the next push
+			w.held.Seq = 0 // compare everything on the next push
 			continue
 		}
 		w.names[name] = struct{}{}
@@ -99,16 +95,16 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 	for _, name := range req.ResourceNamesUnsubscribe {
 		if name == "*" {
 			w.wildcard = false
-			for held := range w.has {
+			for held := range w.held.Versions {
 				if _, named := w.names[held]; !named {
-					delete(w.has, held)
+					delete(w.held.Versions, held)
 				}
 			}
 			continue
 		}
 		delete(w.names, name)
 		if !w.wildcard {
-			delete(w.has, name)
+			delete(w.held.Versions, name)
 		}
 	}
 	if req.ResponseNonce == "" || created != nil || !w.sent {
@@ -145,12 +141,11 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 			return nil
 		}
 		col := snap.Collection(w.kind)
-		if w.sent && col.Seq == w.syncedSeq && len(w.recheck) == 0 {
+		if w.sent && col.Seq == w.held.Seq && len(w.recheck) == 0 {
 			return nil
 		}
 		version = col.Version
 		changed, removed = deltaChanges(w, col)
-		w.syncedSeq = col.Seq
 		clear(w.recheck)
 		if w.sent && len(changed) == 0 && len(removed) == 0 {
 			return nil
@@ -206,66 +201,22 @@ func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, 
 	return &encodedMessage{Buffers: buffers, Size: size}
 }
 
-// deltaChanges returns what the client lacks: resources it does not hold at
-// their current version, and removals of what it holds that is gone. When
-// the stream is a few versions behind, only the names that changed since
-// (and newly subscribed ones) are looked at; otherwise every resource is.
+// deltaChanges returns what the client lacks and records it as sent. A
+// client that named a resource we do not have (and is not a wildcard
+// subscriber) is told so with a removal, so it need not wait for it.
 func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
-	if w.syncedSeq != 0 {
-		if names, ok := col.ChangedSince(w.syncedSeq); ok {
-			candidates := append(names, keys(w.recheck)...)
-			slices.Sort(candidates)
-			for _, name := range slices.Compact(candidates) {
-				changed, removed = w.compare(name, col.Get(name), changed, removed)
+	var absent []string
+	if !w.wildcard {
+		for name := range w.recheck {
+			_, named := w.names[name]
+			if _, held := w.held.Versions[name]; named && !held && col.Get(name) == nil {
+				absent = append(absent, name)
 			}
-			return changed, removed
 		}
+		slices.Sort(absent)
 	}
-	// Full comparison. The collection is already in name order; what the
-	// client holds that is gone follows, sorted.
-	if w.wildcard {
-		for _, r := range col.Resources() {
-			changed, removed = w.compare(r.Name, r, changed, removed)
-		}
-	} else {
-		for _, name := range slices.Sorted(maps.Keys(w.names)) {
-			changed, removed = w.compare(name, col.Get(name), changed, removed)
-		}
-	}
-	var gone []string
-	for name := range w.has {
-		if col.Get(name) == nil {
-			gone = append(gone, name)
-		}
-	}
-	slices.Sort(gone)
-	for _, name := range gone {
-		changed, removed = w.compare(name, nil, changed, removed)
-	}
-	return changed, removed
-}
-
-// compare decides what the client needs for one name, r being the resource
-// of that name (nil when there is none), and records it as sent.
-func (w *deltaWatch) compare(name string, r *snapshot.Resource, changed []*snapshot.Resource, removed []string) ([]*snapshot.Resource, []string) {
-	_, named := w.names[name]
-	wanted := w.wildcard || named
-	held, has := w.has[name]
-	switch {
-	case r != nil && wanted && held != r.Version:
-		changed = append(changed, r)
-		w.has[name] = r.Version
-	case r == nil && has:
-		removed = append(removed, name)
-		delete(w.has, name)
-	case r == nil && named && !w.wildcard:
-		// Tell a client that asked for a name we do not have that it does
-		// not exist, so it need not wait for it.
-		if _, rechecked := w.recheck[name]; rechecked {
-			removed = append(removed, name)
-		}
-	}
-	return changed, removed
+	changed, removed = w.held.CatchUp(col, snapshot.Scope{All: w.wildcard, Names: w.names}, keys(w.recheck))
+	return changed, append(removed, absent...)
 }
 
 func keys(m map[string]struct{}) []string {
