@@ -138,6 +138,73 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // get fetches the first response of each type. It returns the resources
 // by type and the resources that could not be unwrapped.
 func get(ctx context.Context, o options, types []string) (map[string][]xdsclient.Resource, []error, error) {
+	return fetchFirst(ctx, o, types, func(ctx context.Context, conn *grpc.ClientConn) (fetchStream, error) {
+		s, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode(o.nodeID), types)
+		if err != nil {
+			return nil, err
+		}
+		return sotwFetch{s}, nil
+	})
+}
+
+// getLegacy is get over legacy MCP: the first (full-state) response of each
+// collection, ACKed.
+func getLegacy(ctx context.Context, o options, collections []string) (map[string][]xdsclient.Resource, []error, error) {
+	return fetchFirst(ctx, o, collections, func(ctx context.Context, conn *grpc.ClientConn) (fetchStream, error) {
+		s, err := xdsclient.OpenLegacy(ctx, conn, o.nodeID, collections, false)
+		if err != nil {
+			return nil, err
+		}
+		return legacyFetch{s}, nil
+	})
+}
+
+// fetchStream is what get needs of a stream, whichever the protocol.
+type fetchStream interface {
+	// next receives one response and ACKs it (everything is ACKed,
+	// requested or not, as istiod does: an unACKed response may hold back
+	// the next one of its type). key is its type URL or collection.
+	next() (key string, resources []xdsclient.Resource, bad []xdsclient.ResourceError, err error)
+	// discard receives one response and ignores it: draining after
+	// CloseSend, when nothing more may be sent.
+	discard() error
+	CloseSend() error
+}
+
+type sotwFetch struct{ *xdsclient.SotWStream }
+
+func (s sotwFetch) next() (string, []xdsclient.Resource, []xdsclient.ResourceError, error) {
+	resp, err := s.Recv()
+	if err == nil {
+		err = s.ACK(resp)
+	}
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return resp.TypeURL, resp.Resources, resp.Errors, nil
+}
+
+func (s sotwFetch) discard() error { _, err := s.Recv(); return err }
+
+type legacyFetch struct{ *xdsclient.LegacyStream }
+
+func (s legacyFetch) discard() error { _, err := s.Recv(); return err }
+
+func (s legacyFetch) next() (string, []xdsclient.Resource, []xdsclient.ResourceError, error) {
+	resp, err := s.Recv()
+	if err == nil {
+		err = s.ACK(resp)
+	}
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return resp.Collection, resp.Resources, resp.Errors, nil
+}
+
+// fetchFirst opens a stream for keys (type URLs or collections) and returns
+// the resources of the first response of each.
+func fetchFirst(ctx context.Context, o options, keys []string,
+	open func(context.Context, *grpc.ClientConn) (fetchStream, error)) (map[string][]xdsclient.Resource, []error, error) {
 	conn, err := dial(o.addr)
 	if err != nil {
 		return nil, nil, err
@@ -153,36 +220,31 @@ func get(ctx context.Context, o options, types []string) (map[string][]xdsclient
 	timer := time.AfterFunc(o.timeout, func() { cancelStream(errTimedOut) })
 	defer timer.Stop()
 
-	stream, err := xdsclient.OpenSotW(streamCtx, conn, xdsclient.NewNode(o.nodeID), types)
+	stream, err := open(streamCtx, conn)
 	if err != nil {
-		return nil, nil, f.explain(streamCtx, err, types)
+		return nil, nil, f.explain(streamCtx, err, keys)
 	}
 	pending := map[string]bool{}
-	for _, t := range types {
-		pending[t] = true
+	for _, k := range keys {
+		pending[k] = true
 	}
-	byType := map[string][]xdsclient.Resource{}
+	byKey := map[string][]xdsclient.Resource{}
 	var bad []error
 	for len(pending) > 0 {
-		resp, err := stream.Recv()
+		key, resources, errs, err := stream.next()
 		if err != nil {
-			return nil, nil, f.explain(streamCtx, err, remaining(types, pending))
+			return nil, nil, f.explain(streamCtx, err, remaining(keys, pending))
 		}
-		// ACK everything, requested or not, as istiod does: an unACKed
-		// response may hold back the next one of that type.
-		if err := stream.ACK(resp); err != nil {
-			return nil, nil, f.explain(streamCtx, err, remaining(types, pending))
-		}
-		if !pending[resp.TypeURL] {
-			if !slices.Contains(types, resp.TypeURL) && !slices.Contains(f.others, resp.TypeURL) {
-				f.others = append(f.others, resp.TypeURL)
+		if !pending[key] {
+			if !slices.Contains(keys, key) && !slices.Contains(f.others, key) {
+				f.others = append(f.others, key)
 			}
 			continue
 		}
-		delete(pending, resp.TypeURL)
-		byType[resp.TypeURL] = resp.Resources
-		for _, e := range resp.Errors {
-			bad = append(bad, fmt.Errorf("%s %w", resp.TypeURL, e))
+		delete(pending, key)
+		byKey[key] = resources
+		for _, e := range errs {
+			bad = append(bad, fmt.Errorf("%s %w", key, e))
 		}
 	}
 
@@ -193,12 +255,12 @@ func get(ctx context.Context, o options, types []string) (map[string][]xdsclient
 		drain := time.AfterFunc(drainGrace, func() { cancelStream(nil) })
 		defer drain.Stop()
 		for {
-			if _, err := stream.Recv(); err != nil {
+			if err := stream.discard(); err != nil {
 				break
 			}
 		}
 	}
-	return byType, bad, nil
+	return byKey, bad, nil
 }
 
 // errTimedOut is the cancellation cause of a stream that hit --timeout.
@@ -252,63 +314,4 @@ func remaining(types []string, pending map[string]bool) []string {
 		}
 	}
 	return out
-}
-
-// getLegacy is get over legacy MCP: the first (full-state) response of each
-// collection, ACKed.
-func getLegacy(ctx context.Context, o options, collections []string) (map[string][]xdsclient.Resource, []error, error) {
-	conn, err := dial(o.addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer conn.Close()
-	f := &failure{opts: o, conn: conn}
-
-	streamCtx, cancelStream := context.WithCancelCause(ctx)
-	defer cancelStream(nil)
-	timer := time.AfterFunc(o.timeout, func() { cancelStream(errTimedOut) })
-	defer timer.Stop()
-
-	stream, err := xdsclient.OpenLegacy(streamCtx, conn, o.nodeID, collections, false)
-	if err != nil {
-		return nil, nil, f.explain(streamCtx, err, collections)
-	}
-	pending := map[string]bool{}
-	for _, c := range collections {
-		pending[c] = true
-	}
-	byType := map[string][]xdsclient.Resource{}
-	var bad []error
-	for len(pending) > 0 {
-		resp, err := stream.Recv()
-		if err != nil {
-			return nil, nil, f.explain(streamCtx, err, remaining(collections, pending))
-		}
-		if err := stream.ACK(resp); err != nil {
-			return nil, nil, f.explain(streamCtx, err, remaining(collections, pending))
-		}
-		if !pending[resp.Collection] {
-			if !slices.Contains(collections, resp.Collection) && !slices.Contains(f.others, resp.Collection) {
-				f.others = append(f.others, resp.Collection)
-			}
-			continue
-		}
-		delete(pending, resp.Collection)
-		byType[resp.Collection] = resp.Resources
-		for _, e := range resp.Errors {
-			bad = append(bad, fmt.Errorf("%s %w", resp.Collection, e))
-		}
-	}
-
-	timer.Stop()
-	if stream.CloseSend() == nil {
-		drain := time.AfterFunc(drainGrace, func() { cancelStream(nil) })
-		defer drain.Stop()
-		for {
-			if _, err := stream.Recv(); err != nil {
-				break
-			}
-		}
-	}
-	return byType, bad, nil
 }

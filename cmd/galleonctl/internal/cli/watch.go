@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -143,10 +145,12 @@ func (w *watcher) firstResponse(ctx context.Context) (context.Context, func(), f
 	return streamCtx, func() { timer.Stop() }, func() { timer.Stop(); cancel(nil) }
 }
 
-// streamErr explains why a stream ended; ctx is the stream's context.
-func (w *watcher) streamErr(ctx context.Context, err error, delta bool) error {
+// streamErr explains why a stream ended; ctx is the stream's context,
+// source says what kind of source was expected, and rpcErr explains an
+// error from the RPC itself.
+func (w *watcher) streamErr(ctx context.Context, err error, source string, rpcErr func(error) string) error {
 	if errors.Is(context.Cause(ctx), errTimedOut) {
-		return fmt.Errorf("no response from %s within %v: is it an MCP-over-xDS source serving that type?", w.opts.addr, w.opts.timeout)
+		return fmt.Errorf("no response from %s within %v: is it %s?", w.opts.addr, w.opts.timeout, source)
 	}
 	if ctx.Err() != nil {
 		return nil // interrupted
@@ -154,7 +158,17 @@ func (w *watcher) streamErr(ctx context.Context, err error, delta bool) error {
 	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("%s closed the stream", w.opts.addr)
 	}
-	return errors.New(explain(err, w.opts.addr, delta))
+	return errors.New(rpcErr(err))
+}
+
+func (w *watcher) xdsErr(ctx context.Context, err error, delta bool) error {
+	return w.streamErr(ctx, err, "an MCP-over-xDS source serving that type",
+		func(err error) string { return explain(err, w.opts.addr, delta) })
+}
+
+func (w *watcher) legacyErr(ctx context.Context, err error) error {
+	return w.streamErr(ctx, err, "a legacy MCP source serving that collection",
+		func(err error) string { return explainLegacy(err, w.opts.addr) })
 }
 
 func (w *watcher) sotw(ctx context.Context, conn *grpc.ClientConn, types []string) error {
@@ -162,39 +176,27 @@ func (w *watcher) sotw(ctx context.Context, conn *grpc.ClientConn, types []strin
 	defer stop()
 	stream, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode(w.opts.nodeID), types)
 	if err != nil {
-		return w.streamErr(ctx, err, false)
+		return w.xdsErr(ctx, err, false)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return w.streamErr(ctx, err, false)
+			return w.xdsErr(ctx, err, false)
 		}
 		gotResponse()
 		// ACK before printing: a slow terminal must not hold back the source.
 		if err := stream.ACK(resp); err != nil {
-			return w.streamErr(ctx, err, false)
+			return w.xdsErr(ctx, err, false)
 		}
 		w.warn(resp.TypeURL, resp.Errors, resp.Resources)
 
 		prev, seen := w.state[resp.TypeURL]
-		var prevList []xdsclient.Resource
-		for _, r := range prev {
-			prevList = append(prevList, r)
-		}
-		diff := xdsclient.DiffSotW(prevList, resp.Resources)
-		next := make(map[string]xdsclient.Resource, len(resp.Resources))
-		for _, r := range resp.Resources {
-			if _, dup := next[r.Key()]; !dup {
-				next[r.Key()] = r
-			}
-		}
-		w.state[resp.TypeURL] = next
-
 		e := &event{
 			Time: timestamp(resp.Received), TypeURL: resp.TypeURL, Mode: "sotw",
-			Version: resp.VersionInfo, Nonce: resp.Nonce, Resources: len(next), First: !seen,
-			Added: diff.Added, Updated: diff.Updated, Removed: diff.Removed,
+			Version: resp.VersionInfo, Nonce: resp.Nonce, First: !seen,
 		}
+		next := applyFull(e, prev, resp.Resources)
+		w.state[resp.TypeURL] = next
 		if err := w.print(e, next); err != nil {
 			return err
 		}
@@ -206,16 +208,16 @@ func (w *watcher) delta(ctx context.Context, conn *grpc.ClientConn, types []stri
 	defer stop()
 	stream, err := xdsclient.OpenDelta(ctx, conn, xdsclient.NewNode(w.opts.nodeID), types)
 	if err != nil {
-		return w.streamErr(ctx, err, true)
+		return w.xdsErr(ctx, err, true)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			return w.streamErr(ctx, err, true)
+			return w.xdsErr(ctx, err, true)
 		}
 		gotResponse()
 		if err := stream.ACK(resp); err != nil {
-			return w.streamErr(ctx, err, true)
+			return w.xdsErr(ctx, err, true)
 		}
 		w.warn(resp.TypeURL, resp.Errors, resp.Resources)
 
@@ -228,33 +230,10 @@ func (w *watcher) delta(ctx context.Context, conn *grpc.ClientConn, types []stri
 			Time: timestamp(resp.Received), TypeURL: resp.TypeURL, Mode: "delta",
 			Version: resp.SystemVersionInfo, Nonce: resp.Nonce, First: !seen,
 		}
-		changed := map[string]xdsclient.Resource{}
-		for _, r := range resp.Resources {
-			old, ok := held[r.Key()]
-			switch {
-			case !ok:
-				e.Added = append(e.Added, r.Key())
-			case xdsclient.Changed(&old, &r):
-				e.Updated = append(e.Updated, r.Key())
-			default:
-				e.Unchanged = append(e.Unchanged, r.Key())
-			}
-			held[r.Key()] = r
-			changed[r.Key()] = r
+		for _, name := range applyIncremental(e, held, resp.Resources, resp.Removed) {
+			fmt.Fprintf(w.errOut, "warning: %s: removal of %q, which was never sent\n", resp.TypeURL, name)
 		}
-		for _, name := range resp.Removed {
-			if _, ok := held[name]; !ok {
-				fmt.Fprintf(w.errOut, "warning: %s: removal of %q, which was never sent\n", resp.TypeURL, name)
-			}
-			delete(held, name)
-			e.Removed = append(e.Removed, name)
-		}
-		sort.Strings(e.Added)
-		sort.Strings(e.Updated)
-		sort.Strings(e.Unchanged)
-		sort.Strings(e.Removed)
-		e.Resources = len(held)
-		if err := w.print(e, changed); err != nil {
+		if err := w.print(e, byKey(resp.Resources)); err != nil {
 			return err
 		}
 	}
@@ -282,11 +261,7 @@ func (w *watcher) legacy(ctx context.Context, conn *grpc.ClientConn, collections
 		e, next := applyLegacy(held, resp)
 		e.First = !seen
 		w.state[resp.Collection] = next
-		changed := map[string]xdsclient.Resource{}
-		for _, r := range resp.Resources {
-			changed[r.Key()] = r
-		}
-		if err := w.print(e, changed); err != nil {
+		if err := w.print(e, byKey(resp.Resources)); err != nil {
 			return err
 		}
 	}
@@ -300,28 +275,38 @@ func applyLegacy(held map[string]xdsclient.Resource, resp *xdsclient.LegacyRespo
 		Version: resp.SystemVersionInfo, Nonce: resp.Nonce, Sent: new(len(resp.Resources)),
 	}
 	if !resp.Incremental {
-		var prev []xdsclient.Resource
-		for _, r := range held {
-			prev = append(prev, r)
-		}
-		d := xdsclient.DiffSotW(prev, resp.Resources)
-		e.Added, e.Updated, e.Removed = d.Added, d.Updated, d.Removed
-		next := make(map[string]xdsclient.Resource, len(resp.Resources))
-		for _, r := range resp.Resources {
-			if _, dup := next[r.Key()]; !dup {
-				next[r.Key()] = r
-			}
-		}
-		e.Resources = len(next)
-		return e, next
+		return e, applyFull(e, held, resp.Resources)
 	}
 	e.Mode = "incremental"
-	next := make(map[string]xdsclient.Resource, len(held)+len(resp.Resources))
-	for k, r := range held {
-		next[k] = r
+	next := maps.Clone(held)
+	if next == nil {
+		next = map[string]xdsclient.Resource{}
 	}
-	for _, r := range resp.Resources {
-		old, ok := next[r.Key()]
+	applyIncremental(e, next, resp.Resources, resp.Removed)
+	return e, next
+}
+
+// applyFull applies a full-state response: it replaces what was held. It
+// fills e's changes and count and returns what is held now, by name.
+func applyFull(e *event, held map[string]xdsclient.Resource, resources []xdsclient.Resource) map[string]xdsclient.Resource {
+	d := xdsclient.DiffSotW(slices.Collect(maps.Values(held)), resources)
+	e.Added, e.Updated, e.Removed = d.Added, d.Updated, d.Removed
+	next := make(map[string]xdsclient.Resource, len(resources))
+	for _, r := range resources {
+		if _, dup := next[r.Key()]; !dup {
+			next[r.Key()] = r
+		}
+	}
+	e.Resources = len(next)
+	return next
+}
+
+// applyIncremental applies changed resources and removals to held, in
+// place, and fills e's changes and count. It returns the removed names that
+// were never held, which a correct source does not send.
+func applyIncremental(e *event, held map[string]xdsclient.Resource, resources []xdsclient.Resource, removed []string) (unknown []string) {
+	for _, r := range resources {
+		old, ok := held[r.Key()]
 		switch {
 		case !ok:
 			e.Added = append(e.Added, r.Key())
@@ -330,32 +315,30 @@ func applyLegacy(held map[string]xdsclient.Resource, resp *xdsclient.LegacyRespo
 		default:
 			e.Unchanged = append(e.Unchanged, r.Key())
 		}
-		next[r.Key()] = r
+		held[r.Key()] = r
 	}
-	for _, name := range resp.Removed {
-		delete(next, name)
+	for _, name := range removed {
+		if _, ok := held[name]; !ok {
+			unknown = append(unknown, name)
+		}
+		delete(held, name)
 		e.Removed = append(e.Removed, name)
 	}
 	sort.Strings(e.Added)
 	sort.Strings(e.Updated)
 	sort.Strings(e.Unchanged)
 	sort.Strings(e.Removed)
-	e.Resources = len(next)
-	return e, next
+	e.Resources = len(held)
+	return unknown
 }
 
-// legacyErr is streamErr for a legacy MCP stream.
-func (w *watcher) legacyErr(ctx context.Context, err error) error {
-	if errors.Is(context.Cause(ctx), errTimedOut) {
-		return fmt.Errorf("no response from %s within %v: is it a legacy MCP source serving that collection?", w.opts.addr, w.opts.timeout)
+// byKey indexes resources by name.
+func byKey(resources []xdsclient.Resource) map[string]xdsclient.Resource {
+	m := make(map[string]xdsclient.Resource, len(resources))
+	for _, r := range resources {
+		m[r.Key()] = r
 	}
-	if ctx.Err() != nil {
-		return nil // interrupted
-	}
-	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s closed the stream", w.opts.addr)
-	}
-	return errors.New(explainLegacy(err, w.opts.addr))
+	return m
 }
 
 // print writes e, with the added and updated objects from byName when the
