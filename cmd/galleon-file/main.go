@@ -3,7 +3,6 @@
 package main
 
 import (
-	"log/slog"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -23,8 +22,8 @@ func main() {
 			fs.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files (required)")
 			fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of services whose file gives none")
 			fs.DurationVar(&cfg.Resync, "resync", 0, "interval of the full re-scan that backs up the file watch (0: 30s)")
-			return func(log *slog.Logger) (registry.Registry, error) {
-				cfg.Logger = log
+			return func(env daemon.Env) (registry.Registry, error) {
+				cfg.Logger = env.Logger
 				return file.New(cfg)
 			}
 		},

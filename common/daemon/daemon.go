@@ -47,8 +47,18 @@ const (
 	DefaultHTTP   = ":16014"
 )
 
-// NewRegistry builds the adapter once settings are parsed.
-type NewRegistry func(log *slog.Logger) (registry.Registry, error)
+// NewRegistry builds the adapter once settings are parsed. An error is a
+// settings problem: the binary prints it and exits with status 2.
+type NewRegistry func(env Env) (registry.Registry, error)
+
+// Env is what the daemon hands an adapter it builds.
+type Env struct {
+	// Logger is the process's logger, already tagged with the registry.
+	Logger *slog.Logger
+	// Registerer takes the adapter's own metrics; they appear on /metrics
+	// beside the core's.
+	Registerer prometheus.Registerer
+}
 
 // Spec describes one adapter binary.
 type Spec struct {
@@ -194,14 +204,16 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("registry", spec.Registry)
-	reg, err := newRegistry(log)
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg, err := newRegistry(Env{Logger: log, Registerer: metrics})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, spec, &o, reg, log); err != nil {
+	if err := serve(ctx, spec, &o, reg, log, metrics); err != nil {
 		log.Error("stopped", "error", err)
 		return 1
 	}
@@ -220,9 +232,7 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 }
 
 // serve runs everything until ctx is cancelled or a part fails.
-func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, log *slog.Logger) error {
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, log *slog.Logger, metrics *prometheus.Registry) error {
 
 	store := snapshot.NewStore()
 	mode := convert.ModeServiceEntry

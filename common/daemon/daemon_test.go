@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -114,7 +113,7 @@ func testSpec(reg registry.Registry) Spec {
 	return Spec{Name: "galleon-test", Registry: "test", Summary: "test",
 		Flags: func(fs *pflag.FlagSet) NewRegistry {
 			fs.String("name", "", "a test flag")
-			return func(*slog.Logger) (registry.Registry, error) {
+			return func(Env) (registry.Registry, error) {
 				if reg == nil {
 					return nil, errors.New("no registry in this test")
 				}

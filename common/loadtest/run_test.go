@@ -3,7 +3,6 @@ package loadtest_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -35,8 +34,8 @@ func TestRunAgainstGalleonFile(t *testing.T) {
 	listen, httpAddr := freeAddr(t), freeAddr(t)
 	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test",
 		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-			return func(log *slog.Logger) (registry.Registry, error) {
-				return file.New(file.Config{Dir: dir, Logger: log})
+			return func(env daemon.Env) (registry.Registry, error) {
+				return file.New(file.Config{Dir: dir, Logger: env.Logger})
 			}
 		}}
 	ctx, cancel := context.WithCancel(context.Background())
