@@ -37,6 +37,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
 	"github.com/galleon-mesh/galleon/common/snapshot"
+	"github.com/galleon-mesh/galleon/common/subset"
 	"github.com/galleon-mesh/galleon/common/xds"
 )
 
@@ -85,6 +86,8 @@ type options struct {
 	quiet          time.Duration
 	maxDelay       time.Duration
 	shutdownGrace  time.Duration
+	subsets        string
+	rules          subset.Rules // read from the subsets file at start
 
 	// Legacy MCP callout: dial a sink's ResourceSink server.
 	calloutAddr       string
@@ -106,6 +109,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
+	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.StringVar(&o.calloutAddr, "mcp-callout", "", "legacy MCP callout: host:port of a sink's istio.mcp.v1alpha1 ResourceSink server to dial and serve (for sinks that cannot reach this process); empty: off")
 	fs.StringVar(&o.calloutCA, "mcp-callout-ca", "", "PEM CA bundle that verifies the callout sink's certificate; turns TLS on (default roots: the system's)")
 	fs.StringVar(&o.calloutCert, "mcp-callout-cert", "", "PEM client certificate for mutual TLS to the callout sink (with --mcp-callout-key)")
@@ -119,6 +123,13 @@ func (o *options) check() error {
 		oneOf("log-format", o.logFormat, "text", "json"),
 		oneOf("log-level", o.logLevel, "debug", "info", "warn", "error"),
 		oneOf("output", o.output, "serviceentry", "workloadentry"))
+	if o.subsets != "" {
+		rules, err := subset.Load(o.subsets)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--subsets: %w", err))
+		}
+		o.rules = rules
+	}
 	if o.panicThreshold < 0 || o.panicThreshold > 100 {
 		errs = append(errs, fmt.Errorf("--panic-threshold %d: want a percentage from 0 to 100", o.panicThreshold))
 	}
@@ -256,15 +267,22 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		grpcLis.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
+	var router *subset.Router
+	if len(o.rules.Subsets) > 0 {
+		if router, err = subset.NewRouter(store, o.rules); err != nil {
+			return fmt.Errorf("--subsets: %w", err)
+		}
+		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
+	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics}).Register(g)
-	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics})
+	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router}).Register(g)
+	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics, Router: router})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, metrics), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, router, metrics), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
@@ -347,6 +365,8 @@ type statusReport struct {
 	Seq         uint64                     `json:"seq"`
 	LastFlush   *time.Time                 `json:"lastFlush,omitempty"`
 	Collections map[string]collectionState `json:"collections"`
+	// Subsets are the config subsets' views, by subset name.
+	Subsets map[string]map[string]collectionState `json:"subsets,omitempty"`
 }
 
 type collectionState struct {
@@ -354,7 +374,16 @@ type collectionState struct {
 	Resources int    `json:"resources"`
 }
 
-func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, metrics *prometheus.Registry) http.Handler {
+func collectionStates(snap *snapshot.Snapshot) map[string]collectionState {
+	out := map[string]collectionState{}
+	for _, k := range snapshot.Kinds() {
+		c := snap.Collection(k)
+		out[k.String()] = collectionState{Version: c.Version, Resources: c.Len()}
+	}
+	return out
+}
+
+func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, router *subset.Router, metrics *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -378,16 +407,19 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, metr
 		st := pipe.Status()
 		snap := store.Current()
 		rep := statusReport{Registry: spec.Registry, Synced: st.Synced, Stale: st.Unreachable != nil,
-			Services: st.Services, Seq: snap.Seq, Collections: map[string]collectionState{}}
+			Services: st.Services, Seq: snap.Seq}
 		if st.Unreachable != nil {
 			rep.Unreachable = st.Unreachable.Error()
 		}
 		if !st.LastFlush.IsZero() {
 			rep.LastFlush = &st.LastFlush
 		}
-		for _, k := range snapshot.Kinds() {
-			c := snap.Collection(k)
-			rep.Collections[k.String()] = collectionState{Version: c.Version, Resources: c.Len()}
+		rep.Collections = collectionStates(snap)
+		for name, view := range router.Views() {
+			if rep.Subsets == nil {
+				rep.Subsets = map[string]map[string]collectionState{}
+			}
+			rep.Subsets[name] = collectionStates(view)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -85,6 +86,9 @@ func TestBadSettingsSayWhatToFix(t *testing.T) {
 			"--mcp-callout-cert/--mcp-callout-key:"},
 		{"callout TLS without address", nil, []string{"--mcp-callout-server-name", "sink.example"}, "need --mcp-callout"},
 		{"bad callout address", nil, []string{"--mcp-callout", "sink"}, "--mcp-callout \"sink\": want host:port"},
+		{"missing subsets file", nil, []string{"--subsets", filepath.Join(dir, "none.yaml")}, "--subsets: open " + filepath.Join(dir, "none.yaml")},
+		{"misspelt subsets key", nil, []string{"--subsets", write("subsets.yaml", "subsets:\n- name: a\n  sinks: {ids: [x]}\n  service: {namespaces: [a]}\n")},
+			"--subsets: " + filepath.Join(dir, "subsets.yaml") + ": yaml: unmarshal errors:\n  line 4: field service not found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -149,11 +153,15 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
 	}}}
 	listen, httpAddr := freeAddr(t), freeAddr(t)
+	subsets := filepath.Join(t.TempDir(), "subsets.yaml")
+	if err := os.WriteFile(subsets, []byte("subsets:\n- name: team-ns\n  sinks: {ids: [istiod-ns-*]}\n  services: {namespaces: [ns]}\n- name: other\n  sinks: {ids: [istiod-other-*]}\n  services: {namespaces: [other]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logs syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, &logs)
+		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--subsets", subsets}, &logs)
 	}()
 
 	get := func(path string) (int, string) {
@@ -176,8 +184,13 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if code, body := get("/debug/status"); code != 200 || !strings.Contains(body, `"services": 1`) {
-		t.Fatalf("/debug/status: %d %s", code, body)
+	code, body := get("/debug/status")
+	var status statusReport
+	if err := json.Unmarshal([]byte(body), &status); code != 200 || err != nil {
+		t.Fatalf("/debug/status: %d %s (%v)", code, body, err)
+	}
+	if status.Services != 1 || status.Subsets["team-ns"]["ServiceEntry"].Resources != 1 || status.Subsets["other"]["ServiceEntry"].Resources != 0 {
+		t.Fatalf("/debug/status: services %d, subsets %+v", status.Services, status.Subsets)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
 		t.Fatalf("/metrics lacks galleon_services 1: %d", code)

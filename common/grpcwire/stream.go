@@ -85,3 +85,19 @@ func serveStream[Req, S any](ctx context.Context, cancelStream context.CancelFun
 		}
 	}
 }
+
+// Peek receives a stream's first request, so that the source a stream is
+// served from can be chosen by what the client says of itself (its node),
+// and returns a recv that yields that request, or its error, before the
+// rest. Hand the returned recv to ServeStream, which deals with the error.
+func Peek[Req any](recv func() (Req, error)) (first Req, again func() (Req, error)) {
+	first, err := recv()
+	replayed := false
+	return first, func() (Req, error) {
+		if !replayed {
+			replayed = true
+			return first, err
+		}
+		return recv()
+	}
+}

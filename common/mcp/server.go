@@ -24,6 +24,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
+	"github.com/galleon-mesh/galleon/common/subset"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
@@ -62,6 +63,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// Router, when set, serves each stream the config subset its sink
+	// selects instead of source, by the SinkNode id and annotations of the
+	// stream's first request.
+	Router *subset.Router
 	// MaxResponseBytes is the response size above which a warning is logged
 	// (once per collection version) and galleon_mcp_oversize_responses_total
 	// counted. The response is sent anyway. 0 means DefaultMaxResponseBytes.
@@ -73,6 +78,7 @@ type Server struct {
 	mcpv1alpha1.UnimplementedResourceSourceServer
 
 	source  Source
+	router  *subset.Router
 	log     *slog.Logger
 	metrics *metrics
 	maxSize int
@@ -91,7 +97,7 @@ func NewServer(source Source, opts Options) *Server {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxResponseBytes
 	}
-	return &Server{source: source, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
+	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
 		warned: map[string]string{}}
 }
 
@@ -216,10 +222,25 @@ func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *strea
 		}
 		return nil
 	}
-	if cancel == nil {
-		return grpcwire.ServeStream(ctx, grpcwire.Source[*snapshot.Snapshot](s.source), recv, onRequest, push)
+	var source grpcwire.Source[*snapshot.Snapshot] = s.source
+	if s.router != nil {
+		var first *mcpv1alpha1.RequestResources
+		first, recv = grpcwire.Peek(recv)
+		sink := SinkOf(first.GetSinkNode())
+		name, src := s.router.Route(sink)
+		source = src
+		s.log.Info("mcp stream routed", "sink", sink.ID, "subset", name)
 	}
-	return grpcwire.ServeClientStream(ctx, cancel, grpcwire.Source[*snapshot.Snapshot](s.source), recv, onRequest, push)
+	if cancel == nil {
+		return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
+	}
+	return grpcwire.ServeClientStream(ctx, cancel, source, recv, onRequest, push)
+}
+
+// SinkOf is what subset rules see of a legacy MCP sink: its node id and
+// annotations.
+func SinkOf(node *mcpv1alpha1.SinkNode) subset.Sink {
+	return subset.Sink{ID: node.GetId(), Labels: node.GetAnnotations()}
 }
 
 func newStreamState(send func(any) error) *streamState {

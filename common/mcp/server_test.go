@@ -81,11 +81,12 @@ type recvResult struct {
 // sink is a test sink: a receiving goroutine feeds got, so a test can
 // also check that nothing arrives.
 type sink struct {
-	t      *testing.T
-	id     string
-	stream sinkStream
-	cancel context.CancelFunc
-	got    chan recvResult
+	t           *testing.T
+	id          string
+	annotations map[string]string // sent in every request's SinkNode
+	stream      sinkStream
+	cancel      context.CancelFunc
+	got         chan recvResult
 }
 
 // sinkStream is the sink's end of a stream, whichever side dialed: a
@@ -118,7 +119,7 @@ func openSink(t *testing.T, c mcpv1alpha1.ResourceSourceClient, id string) *sink
 
 func (s *sink) send(req *mcpv1alpha1.RequestResources) {
 	s.t.Helper()
-	req.SinkNode = &mcpv1alpha1.SinkNode{Id: s.id}
+	req.SinkNode = &mcpv1alpha1.SinkNode{Id: s.id, Annotations: s.annotations}
 	if err := s.stream.Send(req); err != nil {
 		s.t.Fatal(err)
 	}

@@ -351,18 +351,34 @@ func (p *Pipeline) objects(key model.ServiceKey, svc *model.Service) ([]*snapsho
 	if err != nil {
 		return nil, err
 	}
+	origin := originOf(svc.Registry, resources)
 	objects := make([]*snapshot.Object, 0, len(resources))
 	for _, r := range resources {
 		obj, err := encode(r)
 		if err != nil {
 			return nil, err
 		}
+		obj.Origin = origin
 		if owner, taken := p.owners[resourceKey{obj.Kind, obj.Name}]; taken && owner != key {
 			return nil, fmt.Errorf("%s %s is already served for service %q: names collide after sanitising", obj.Kind, obj.Name, owner.String())
 		}
 		objects = append(objects, obj)
 	}
 	return objects, nil
+}
+
+// originOf describes, for config subset rules, the service resources were
+// converted from, as served: sanitised namespace, hosts and labels, taken
+// from its ServiceEntry.
+func originOf(registry string, resources []convert.Resource) *snapshot.Origin {
+	o := &snapshot.Origin{Registry: registry}
+	for _, r := range resources {
+		if spec, ok := r.Spec.(*networking.ServiceEntry); ok {
+			o.Namespace, o.Hosts, o.Labels = r.Namespace, spec.Hosts, r.Labels
+			break
+		}
+	}
+	return o
 }
 
 var deterministic = proto.MarshalOptions{Deterministic: true}

@@ -137,7 +137,6 @@ func (c *Collection) contentVersion() string {
 // nothing changed. The work is proportional to the changes plus one copy of
 // the index; unchanged resources are shared, never re-encoded.
 func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (*Collection, error) {
-	diff := &Diff{FromSeq: c.Seq, ToSeq: seq}
 	upserts := map[string]*Resource{}
 	removes := map[string]struct{}{}
 	// Later changes of the same name win, so process them in order.
@@ -160,16 +159,23 @@ func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (
 		if err != nil {
 			return nil, err
 		}
-		if old != nil && old.hash == r.hash {
+		if old != nil && old.hash == r.hash && old.Origin.Equal(r.Origin) {
 			delete(upserts, ch.Name) // back to what is served
 			continue
 		}
 		upserts[ch.Name] = r
 	}
-	if len(upserts) == 0 && len(removes) == 0 {
-		return c, nil
-	}
+	return c.with(seq, upserts, removes), nil
+}
 
+// with returns a new collection in which upserts replace or add resources
+// and removes (names c holds) are gone, or c itself when both are empty.
+// Views use it directly, with resources their store already built.
+func (c *Collection) with(seq uint64, upserts map[string]*Resource, removes map[string]struct{}) *Collection {
+	if len(upserts) == 0 && len(removes) == 0 {
+		return c
+	}
+	diff := &Diff{FromSeq: c.Seq, ToSeq: seq}
 	next := &Collection{Kind: c.Kind, Seq: seq, byName: c.byName.cloneFor(upserts, removes), xor: c.xor}
 	for n := range removes {
 		next.xor ^= c.Get(n).hash
@@ -201,7 +207,7 @@ func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (
 		keep = keep[len(keep)-historyDepth+1:]
 	}
 	next.history = append(append(make([]*Diff, 0, len(keep)+1), keep...), diff)
-	return next, nil
+	return next
 }
 
 // mergeSorted rebuilds the by-name order: existing entries are replaced or

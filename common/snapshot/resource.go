@@ -2,6 +2,8 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,6 +29,34 @@ type Object struct {
 	// resource with equal Shape (and metadata) differ only in endpoints,
 	// which istiod can apply without a full push.
 	Shape uint64
+	// Origin describes the registry service the resource was made from. It
+	// is not served; views (config subsets) select resources by it. Every
+	// resource made from one service shares the same Origin, so a
+	// WorkloadEntry goes wherever its ServiceEntry goes.
+	Origin *Origin
+}
+
+// Origin is what config subset rules select resources by: the registry
+// service a resource was made from. It must not be modified once passed to
+// the store.
+type Origin struct {
+	// Registry names the registry ("consul", "file").
+	Registry string
+	// Namespace is the namespace the resources are served in.
+	Namespace string
+	// Hosts are the service's host names.
+	Hosts []string
+	// Labels are the service's labels, as served.
+	Labels map[string]string
+}
+
+// Equal reports whether o and p describe the same service.
+func (o *Origin) Equal(p *Origin) bool {
+	if o == nil || p == nil {
+		return o == p
+	}
+	return o.Registry == p.Registry && o.Namespace == p.Namespace &&
+		slices.Equal(o.Hosts, p.Hosts) && maps.Equal(o.Labels, p.Labels)
 }
 
 // Change is one upsert (Object set) or deletion (Object nil).
@@ -47,6 +77,8 @@ type Resource struct {
 	// while the resource exists: a moving create_time forces istiod into a
 	// full push (istio#30683).
 	CreateTime time.Time
+	// Origin is the Object's Origin (nil if it gave none). Read only.
+	Origin *Origin
 
 	hash  uint64 // content hash, Version is its hex form
 	shape uint64 // hash of everything but endpoints, metadata included
@@ -99,6 +131,7 @@ func newResource(obj *Object, createTime time.Time) (*Resource, error) {
 		Name:       obj.Name,
 		Version:    fmt.Sprintf("%016x", hash),
 		CreateTime: createTime,
+		Origin:     obj.Origin,
 		hash:       hash,
 		shape:      obj.Shape ^ meta,
 	}

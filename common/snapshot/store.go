@@ -24,16 +24,59 @@ type Snapshot struct {
 // Collection returns the collection of one kind.
 func (s *Snapshot) Collection(k Kind) *Collection { return s.collections[k] }
 
-// Store holds the current snapshot and tells subscribers when it changes.
-// Apply is serialised; readers never lock: they load the current snapshot
-// and read it at leisure, since snapshots are never modified.
-type Store struct {
-	applyMu sync.Mutex
+// publisher holds a current snapshot and tells subscribers when it changes.
+// Readers never lock: they load the current snapshot and read it at
+// leisure, since snapshots are never modified.
+type publisher struct {
 	current atomic.Pointer[Snapshot]
-	now     func() time.Time
 
 	subsMu sync.Mutex
 	subs   map[chan struct{}]struct{}
+}
+
+// Current returns the current snapshot.
+func (p *publisher) Current() *Snapshot { return p.current.Load() }
+
+// Subscribe returns a channel that receives a value whenever a new snapshot
+// is current. Notifications coalesce: a slow reader sees one signal for
+// several snapshots and reads Current, which is always the newest. cancel
+// releases the subscription.
+func (p *publisher) Subscribe() (changed <-chan struct{}, cancel func()) {
+	ch := make(chan struct{}, 1)
+	p.subsMu.Lock()
+	if p.subs == nil {
+		p.subs = map[chan struct{}]struct{}{}
+	}
+	p.subs[ch] = struct{}{}
+	p.subsMu.Unlock()
+	return ch, func() {
+		p.subsMu.Lock()
+		delete(p.subs, ch)
+		p.subsMu.Unlock()
+	}
+}
+
+// publish makes snap current and wakes the subscribers.
+func (p *publisher) publish(snap *Snapshot) {
+	p.current.Store(snap)
+	p.subsMu.Lock()
+	defer p.subsMu.Unlock()
+	for ch := range p.subs {
+		select {
+		case ch <- struct{}{}:
+		default: // already signalled; the reader will load the newest
+		}
+	}
+}
+
+// Store holds the current snapshot and tells subscribers when it changes.
+// Apply is serialised and also brings every View of the store up to date,
+// in the same call, so a view is never behind its store.
+type Store struct {
+	publisher
+	applyMu sync.Mutex
+	now     func() time.Time
+	views   []*View // guarded by applyMu
 }
 
 // StoreOption configures a Store.
@@ -44,7 +87,7 @@ func WithClock(now func() time.Time) StoreOption { return func(s *Store) { s.now
 
 // NewStore returns a store holding an empty, not yet ready snapshot.
 func NewStore(opts ...StoreOption) *Store {
-	s := &Store{now: time.Now, subs: map[chan struct{}]struct{}{}}
+	s := &Store{now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -54,25 +97,6 @@ func NewStore(opts ...StoreOption) *Store {
 	}
 	s.current.Store(snap)
 	return s
-}
-
-// Current returns the current snapshot.
-func (s *Store) Current() *Snapshot { return s.current.Load() }
-
-// Subscribe returns a channel that receives a value whenever a new snapshot
-// is current. Notifications coalesce: a slow reader sees one signal for
-// several snapshots and reads Current, which is always the newest. cancel
-// releases the subscription.
-func (s *Store) Subscribe() (changed <-chan struct{}, cancel func()) {
-	ch := make(chan struct{}, 1)
-	s.subsMu.Lock()
-	s.subs[ch] = struct{}{}
-	s.subsMu.Unlock()
-	return ch, func() {
-		s.subsMu.Lock()
-		delete(s.subs, ch)
-		s.subsMu.Unlock()
-	}
 }
 
 // Apply applies changes and, once ready is true, marks the snapshot ready
@@ -115,18 +139,9 @@ func (s *Store) Apply(changes []Change, ready bool) (*Snapshot, map[Kind]*Diff, 
 		return cur, nil, nil
 	}
 	next.Time = s.now()
-	s.current.Store(next)
-	s.notify()
-	return next, diffs, nil
-}
-
-func (s *Store) notify() {
-	s.subsMu.Lock()
-	defer s.subsMu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default: // already signalled; the reader will load the newest
-		}
+	s.publish(next)
+	for _, v := range s.views {
+		v.follow(next, diffs)
 	}
+	return next, diffs, nil
 }

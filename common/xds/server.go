@@ -5,15 +5,18 @@ import (
 	"log/slog"
 	"time"
 
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
+	"github.com/galleon-mesh/galleon/common/subset"
 )
 
 // Source is what the server serves: the current snapshot and a signal when
@@ -28,6 +31,7 @@ type Server struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 
 	source  Source
+	router  *subset.Router
 	log     *slog.Logger
 	metrics *Metrics
 }
@@ -37,6 +41,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// Router, when set, serves each stream the config subset its node
+	// selects instead of source: the node id and string metadata fields of
+	// the stream's first request are matched against the subset rules.
+	Router *subset.Router
 }
 
 // NewServer returns a server for source.
@@ -45,7 +53,7 @@ func NewServer(source Source, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{source: source, log: log, metrics: newMetrics(opts.Registerer)}
+	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer)}
 }
 
 // Register adds the ADS service to g.
@@ -133,10 +141,35 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 	return nil
 }
 
-// serveStream runs one ADS stream on the shared loop, counting it.
-func serveStream[Req any](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
+// serveStream runs one ADS stream on the shared loop, counting it. With a
+// router, the stream is served the subset its first request's node selects.
+func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
 	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	s.metrics.streams.WithLabelValues(protocol).Inc()
 	defer s.metrics.streams.WithLabelValues(protocol).Dec()
-	return grpcwire.ServeStream[Req, *snapshot.Snapshot](ctx, s.source, recv, onRequest, push)
+	var source Source = s.source
+	if s.router != nil {
+		var first Req
+		first, recv = grpcwire.Peek(recv)
+		sink := SinkOf(first.GetNode())
+		name, src := s.router.Route(sink)
+		source = src
+		s.log.Info("xds stream routed", "protocol", protocol, "node", sink.ID, "subset", name)
+	}
+	return grpcwire.ServeStream[Req, *snapshot.Snapshot](ctx, source, recv, onRequest, push)
+}
+
+// SinkOf is what subset rules see of an xDS node: its id, and its metadata
+// fields that hold strings.
+func SinkOf(node *core.Node) subset.Sink {
+	sink := subset.Sink{ID: node.GetId()}
+	for k, v := range node.GetMetadata().GetFields() {
+		if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			if sink.Labels == nil {
+				sink.Labels = map[string]string{}
+			}
+			sink.Labels[k] = sv.StringValue
+		}
+	}
+	return sink
 }

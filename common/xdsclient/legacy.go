@@ -57,7 +57,7 @@ func OpenLegacy(ctx context.Context, conn grpc.ClientConnInterface, sinkID strin
 	s := &LegacyStream{stream: stream, node: &mcpv1alpha1.SinkNode{Id: sinkID}, incremental: incremental}
 	for _, c := range collections {
 		if err := s.send(&mcpv1alpha1.RequestResources{Collection: c}); err != nil {
-			return nil, err
+			return nil, openErr(err, stream.Recv)
 		}
 	}
 	return s, nil

@@ -29,6 +29,18 @@ func sendErr(err error) error {
 	return err
 }
 
+// openErr is why a stream broke while its subscriptions were being sent:
+// when the source ends the stream (Unimplemented, say) before a Send, gRPC
+// reports only io.EOF there, and Recv has the status.
+func openErr[T any](err error, recv func() (T, error)) error {
+	if errors.Is(err, io.EOF) {
+		if _, rerr := recv(); rerr != nil && !errors.Is(rerr, io.EOF) {
+			return rerr
+		}
+	}
+	return err
+}
+
 // ResourceError is a resource of a response that could not be unwrapped.
 type ResourceError struct {
 	// Index is the resource's position in the response.
@@ -85,7 +97,7 @@ func OpenSotW(ctx context.Context, conn grpc.ClientConnInterface, node *corev3.N
 	s := &SotWStream{stream: stream, node: node, acked: map[string]string{}}
 	for _, t := range typeURLs {
 		if err := s.send(&discoveryv3.DiscoveryRequest{TypeUrl: t}); err != nil {
-			return nil, err
+			return nil, openErr(err, stream.Recv)
 		}
 	}
 	return s, nil
@@ -176,7 +188,7 @@ func OpenDelta(ctx context.Context, conn grpc.ClientConnInterface, node *corev3.
 	d := &DeltaStream{stream: stream, node: node}
 	for _, t := range typeURLs {
 		if err := d.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: t}); err != nil {
-			return nil, err
+			return nil, openErr(err, stream.Recv)
 		}
 	}
 	return d, nil
