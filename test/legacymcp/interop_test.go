@@ -112,6 +112,7 @@ func registryYAML(services ...service) string {
 // galleon is a running galleon-file with its registry directory.
 type galleon struct {
 	addr, httpAddr, dir string
+	args                []string // extra flags
 	log                 *syncBuffer
 }
 
@@ -162,7 +163,13 @@ func freeAddrs(n int) ([]string, error) {
 // services and waits until /readyz answers 200.
 func startGalleon(t *testing.T, services ...service) *galleon {
 	t.Helper()
-	g := &galleon{dir: t.TempDir()}
+	return startGalleonWith(t, nil, services...)
+}
+
+// startGalleonWith is startGalleon with extra galleon-file flags.
+func startGalleonWith(t *testing.T, args []string, services ...service) *galleon {
+	t.Helper()
+	g := &galleon{dir: t.TempDir(), args: args}
 	g.write(t, services...)
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -183,8 +190,8 @@ func (g *galleon) start(t *testing.T) error {
 		return err
 	}
 	g.addr, g.httpAddr, g.log = addrs[0], addrs[1], &syncBuffer{}
-	cmd := exec.Command(galleonFile, "--listen", g.addr, "--http", g.httpAddr, "--dir", g.dir,
-		"--log-level", "debug", "--debounce-quiet", "20ms")
+	cmd := exec.Command(galleonFile, append([]string{"--listen", g.addr, "--http", g.httpAddr, "--dir", g.dir,
+		"--log-level", "debug", "--debounce-quiet", "20ms"}, g.args...)...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GALLEON_") })
 	cmd.Stdout, cmd.Stderr = g.log, g.log
 	if err := cmd.Start(); err != nil {
@@ -232,9 +239,17 @@ func (g *galleon) start(t *testing.T) error {
 // sink is a legacy MCP sink built on istio.io/api v1.22.0's generated
 // ResourceSourceClient. A goroutine receives, so waits have deadlines.
 type sink struct {
-	t      *testing.T
-	stream mcp.ResourceSource_EstablishResourceStreamClient
-	got    chan result
+	t           *testing.T
+	stream      sinkStream
+	annotations map[string]string // SinkNode annotations sent with every request
+	got         chan result
+}
+
+// sinkStream is the sink's end of a stream: a ResourceSource client stream,
+// or the stream of a ResourceSink server that Galleon dialed (callout).
+type sinkStream interface {
+	Send(*mcp.RequestResources) error
+	Recv() (*mcp.Resources, error)
 }
 
 type result struct {
@@ -270,7 +285,9 @@ func openSink(t *testing.T, g *galleon) *sink {
 
 func (s *sink) send(req *mcp.RequestResources) {
 	s.t.Helper()
-	req.SinkNode = &mcp.SinkNode{Id: "legacymcp-test", Annotations: map[string]string{"istio.io/version": "1.8"}}
+	annotations := map[string]string{"istio.io/version": "1.8"}
+	maps.Copy(annotations, s.annotations)
+	req.SinkNode = &mcp.SinkNode{Id: "legacymcp-test", Annotations: annotations}
 	if err := s.stream.Send(req); err != nil {
 		s.t.Fatal(err)
 	}
@@ -543,7 +560,7 @@ func TestUnknownCollection(t *testing.T) {
 	s.ack(r, false)
 
 	// Half-close: Galleon ends the stream cleanly.
-	if err := s.stream.CloseSend(); err != nil {
+	if err := s.stream.(mcp.ResourceSource_EstablishResourceStreamClient).CloseSend(); err != nil {
 		t.Fatal(err)
 	}
 	select {
