@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet e2e istiod proto
+.PHONY: help build test unit vet e2e istiod consul proto
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -20,11 +20,14 @@ vet: ## go vet (both modules), gofmt check and generated-code check (scripts/pro
 proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins itself, cached outside the repo)
 	scripts/proto.sh generate
 
-unit: ## unit and protocol tests of the main module, race detector on
+unit: consul ## unit and protocol tests of the main module, race detector on (the Consul adapter's tests use a real consul)
 	$(GO) test -race -count=1 ./...
 
 istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once; ~5 min cold)
 	scripts/istiod.sh build >/dev/null
+
+consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
+	scripts/consul.sh build >/dev/null
 
 e2e: istiod ## end-to-end and conformance tests against a real istiod
 	cd test && $(GO) test -count=1 ./...

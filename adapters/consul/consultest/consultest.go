@@ -1,0 +1,841 @@
+// Package consultest runs real Consul agents (the binary built by scripts/consul.sh) for the
+// Consul adapter's integration tests. It uses only the standard library.
+//
+// Each agent is a single server (`consul agent -server -bootstrap-expect=1`, not -dev) on
+// 127.0.0.1 with free ports and a data directory under t.TempDir(), so Restart keeps the catalog
+// and its indexes. DNS and gRPC are disabled. The agent is stopped in t.Cleanup and, when the test
+// failed, the tail of its log is written to the test log.
+package consultest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Version is the Consul version scripts/consul.sh builds.
+const Version = "1.22.6"
+
+// EnvBinary names the environment variable that overrides the consul binary.
+const EnvBinary = "GALLEON_CONSUL_BIN"
+
+const (
+	modulePath = "github.com/galleon-mesh/galleon"
+	// startTimeout bounds one start (process up, leader elected, token usable).
+	startTimeout = 60 * time.Second
+	stopGrace    = 10 * time.Second
+	tailLines    = 50
+)
+
+// CachePath is where scripts/consul.sh build puts the binary:
+// ${GALLEON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galleon}/bin/consul-<Version>.
+// Keep in sync with scripts/cache-dir.sh.
+func CachePath() string {
+	dir := os.Getenv("GALLEON_CACHE")
+	if dir == "" {
+		base := os.Getenv("XDG_CACHE_HOME")
+		if base == "" {
+			base = filepath.Join(os.Getenv("HOME"), ".cache")
+		}
+		dir = filepath.Join(base, "galleon")
+	}
+	return filepath.Join(dir, "bin", "consul-"+Version)
+}
+
+var buildMu sync.Mutex
+
+// Binary returns the consul binary: $GALLEON_CONSUL_BIN if set, else the cache path (see
+// CachePath). If it is missing it runs scripts/consul.sh build (found by walking up from the
+// working directory to the go.mod of github.com/galleon-mesh/galleon; ~5 min cold) and fails the
+// test with a clear message if that fails. It never skips.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv(EnvBinary); p != "" {
+		if err := checkExecutable(p); err != nil {
+			t.Fatalf("consultest: $%s=%s: %v", EnvBinary, p, err)
+		}
+		return p
+	}
+	p := CachePath()
+	if checkExecutable(p) == nil {
+		return p
+	}
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if checkExecutable(p) == nil {
+		return p
+	}
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatalf("consultest: consul %s is not at %s and scripts/consul.sh cannot be found to build it: %v (run `make consul` in the repository, or set $%s)", Version, p, err, EnvBinary)
+	}
+	script := filepath.Join(root, "scripts", "consul.sh")
+	t.Logf("consultest: %s missing, running %s build (about 5 min the first time)...", p, script)
+	start := time.Now()
+	cmd := exec.Command(script, "build")
+	cmd.Dir = root
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = os.Stderr // build progress; the test log would only show it at the end
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("consultest: %s build failed: %v (see its output above; run `make consul` to retry)", script, err)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	built := strings.TrimSpace(lines[len(lines)-1])
+	if err := checkExecutable(built); err != nil {
+		t.Fatalf("consultest: %s build printed %q: %v", script, built, err)
+	}
+	t.Logf("consultest: built %s in %v", built, time.Since(start).Round(time.Second))
+	return built
+}
+
+func checkExecutable(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// repoRoot walks up from the working directory to the directory whose go.mod declares
+// module github.com/galleon-mesh/galleon.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				f := strings.Fields(sc.Text())
+				if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == modulePath {
+					return dir, nil
+				}
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+// Options configures Start.
+type Options struct {
+	Datacenter string // default "dc1"
+	// ACL enables ACLs with default policy deny and an initial management token, in Agent.Token.
+	// Not supported together with JoinWAN (that needs ACL replication).
+	ACL bool
+	// JoinWAN makes the new agent join this agent's WAN pool (multi-datacenter tests); Start
+	// waits until both list both datacenters in /v1/catalog/datacenters.
+	JoinWAN *Agent
+	// ExtraHCL is appended to the agent's config file (e.g. `limits { http_max_conns_per_client = 1000 }`).
+	ExtraHCL string
+	// LogLevel is the agent's log level; default "info".
+	LogLevel string
+}
+
+// Agent is a running (or stopped) Consul server agent.
+type Agent struct {
+	Datacenter string
+	HTTPAddr   string // "127.0.0.1:PORT"
+	Token      string // management token when ACL is on, else ""
+	DataDir    string
+	NodeName   string
+	LogPath    string
+	ConfigPath string
+
+	bin   string
+	dir   string
+	opts  Options
+	ports agentPorts
+
+	mu   sync.Mutex
+	proc *process
+}
+
+type agentPorts struct{ http, serfLAN, serfWAN, server int }
+
+// HTTPClient is the client Do uses. It has no overall timeout (blocking queries); pass a context.
+var HTTPClient = &http.Client{Transport: &http.Transport{
+	Proxy:               nil,
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     30 * time.Second,
+	DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+}}
+
+// Start starts a single-server agent (see the package comment), waits until it has a leader,
+// its own node is in the catalog and (with ACL) the token works, and registers t.Cleanup to stop
+// it. The agent's log goes to <tempdir>/consul.log; its last 50 lines are written to the test log
+// when the test failed.
+func Start(t testing.TB, opts Options) *Agent {
+	t.Helper()
+	if opts.Datacenter == "" {
+		opts.Datacenter = "dc1"
+	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "info"
+	}
+	if opts.ACL && opts.JoinWAN != nil {
+		t.Fatalf("consultest: Options.ACL together with JoinWAN is not supported")
+	}
+	if opts.JoinWAN != nil && opts.JoinWAN.Datacenter == opts.Datacenter {
+		t.Fatalf("consultest: JoinWAN agent is in datacenter %q too; give the new agent another Datacenter", opts.Datacenter)
+	}
+	bin := Binary(t)
+	dir := t.TempDir()
+	a := &Agent{
+		Datacenter: opts.Datacenter,
+		DataDir:    filepath.Join(dir, "data"),
+		NodeName:   "consultest-" + opts.Datacenter,
+		LogPath:    filepath.Join(dir, "consul.log"),
+		ConfigPath: filepath.Join(dir, "agent.hcl"),
+		bin:        bin,
+		dir:        dir,
+		opts:       opts,
+	}
+	if opts.ACL {
+		a.Token = newUUID()
+	}
+	if err := os.MkdirAll(a.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		a.Stop(t)
+		if t.Failed() {
+			t.Logf("consul agent %s %s", a.Datacenter, a.tail(tailLines))
+		}
+	})
+	var lastErr error
+	for attempt := 1; attempt <= 5; attempt++ {
+		ports, err := freePorts(4)
+		if err != nil {
+			t.Fatalf("consultest: free ports: %v", err)
+		}
+		a.ports = agentPorts{http: ports[0], serfLAN: ports[1], serfWAN: ports[2], server: ports[3]}
+		a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.http))
+		if err := a.writeConfig(); err != nil {
+			t.Fatal(err)
+		}
+		lastErr = a.start(t)
+		if lastErr == nil {
+			break
+		}
+		a.Stop(t)
+		if !a.bindClash() {
+			break
+		}
+		t.Logf("consultest: port clash starting consul (attempt %d), retrying on other ports", attempt)
+	}
+	if lastErr != nil {
+		t.Fatalf("consultest: starting consul agent (dc %s): %v", a.Datacenter, lastErr)
+	}
+	if j := opts.JoinWAN; j != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		for _, x := range []*Agent{a, j} {
+			if err := x.waitDatacenters(ctx, a.Datacenter, j.Datacenter); err != nil {
+				t.Fatalf("consultest: WAN join of %s and %s: %v", a.Datacenter, j.Datacenter, err)
+			}
+		}
+	}
+	return a
+}
+
+func (a *Agent) writeConfig() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "datacenter = %q\n", a.Datacenter)
+	fmt.Fprintf(&b, "node_name = %q\n", a.NodeName)
+	fmt.Fprintf(&b, "data_dir = %q\n", a.DataDir)
+	fmt.Fprintf(&b, "log_level = %q\n", a.opts.LogLevel)
+	b.WriteString(`server = true
+bootstrap_expect = 1
+bind_addr = "127.0.0.1"
+advertise_addr = "127.0.0.1"
+advertise_addr_wan = "127.0.0.1"
+client_addr = "127.0.0.1"
+disable_update_check = true
+disable_remote_exec = true
+leave_on_terminate = false
+skip_leave_on_interrupt = true
+ui_config { enabled = true }
+performance { raft_multiplier = 1 }
+connect { enabled = false }
+peering { enabled = false }
+`)
+	fmt.Fprintf(&b, "ports {\n  http = %d\n  https = -1\n  grpc = -1\n  grpc_tls = -1\n  dns = -1\n  serf_lan = %d\n  serf_wan = %d\n  server = %d\n}\n",
+		a.ports.http, a.ports.serfLAN, a.ports.serfWAN, a.ports.server)
+	if a.opts.ACL {
+		fmt.Fprintf(&b, "acl {\n  enabled = true\n  default_policy = \"deny\"\n  down_policy = \"extend-cache\"\n  enable_token_persistence = true\n  tokens {\n    initial_management = %q\n  }\n}\n", a.Token)
+	}
+	if j := a.opts.JoinWAN; j != nil {
+		fmt.Fprintf(&b, "retry_join_wan = [\"127.0.0.1:%d\"]\nretry_interval_wan = \"1s\"\n", j.ports.serfWAN)
+	}
+	if a.opts.ExtraHCL != "" {
+		b.WriteString("\n# Options.ExtraHCL\n")
+		b.WriteString(a.opts.ExtraHCL)
+		b.WriteString("\n")
+	}
+	return os.WriteFile(a.ConfigPath, []byte(b.String()), 0o600)
+}
+
+// start launches the process on a.ports and waits until the agent is ready.
+func (a *Agent) start(t testing.TB) error {
+	logf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "==== consultest: starting %s agent -config-file %s (%s)\n", a.bin, a.ConfigPath, time.Now().Format(time.RFC3339Nano))
+	p, err := startProcess(a.bin, []string{"agent", "-config-file", a.ConfigPath}, a.dir, logf)
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	a.mu.Lock()
+	a.proc = p
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	return a.waitReady(ctx, p)
+}
+
+// waitReady polls until the agent has a leader, lists its own node in the catalog (so the
+// leader has established itself and writes work) and, with ACL, accepts its token.
+func (a *Agent) waitReady(ctx context.Context, p *process) error {
+	return poll(ctx, p, func() (bool, error) {
+		var leader string
+		if err := a.Do(ctx, "GET", "/v1/status/leader", nil, &leader); err != nil {
+			return false, err
+		}
+		if leader == "" {
+			return false, errors.New("no leader yet")
+		}
+		if a.Token != "" {
+			var self struct{ AccessorID string }
+			if err := a.Do(ctx, "GET", "/v1/acl/token/self", nil, &self); err != nil {
+				return false, err
+			}
+		}
+		var nodes []struct{ Node string }
+		if err := a.Do(ctx, "GET", "/v1/catalog/nodes", nil, &nodes); err != nil {
+			return false, err
+		}
+		for _, n := range nodes {
+			if n.Node == a.NodeName {
+				return true, nil
+			}
+		}
+		return false, errors.New("own node not in the catalog yet")
+	})
+}
+
+func (a *Agent) waitDatacenters(ctx context.Context, dcs ...string) error {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	return poll(ctx, p, func() (bool, error) {
+		var got []string
+		if err := a.Do(ctx, "GET", "/v1/catalog/datacenters", nil, &got); err != nil {
+			return false, err
+		}
+		for _, dc := range dcs {
+			found := false
+			for _, g := range got {
+				found = found || g == dc
+			}
+			if !found {
+				return false, fmt.Errorf("%s lists datacenters %v", a.Datacenter, got)
+			}
+		}
+		return true, nil
+	})
+}
+
+// poll calls cond every 20-200ms until it returns true, ctx ends or p exits.
+func poll(ctx context.Context, p *process, cond func() (bool, error)) error {
+	delay := 20 * time.Millisecond
+	var lastErr error
+	for {
+		if p != nil {
+			if exited, err := p.exited(); exited {
+				return fmt.Errorf("consul exited: %v", err)
+			}
+		}
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), lastErr)
+		case <-time.After(delay):
+		}
+		if delay < 200*time.Millisecond {
+			delay = delay * 3 / 2
+		}
+	}
+}
+
+// bindClash reports whether the last start failed because a port was taken.
+func (a *Agent) bindClash() bool {
+	b, _ := os.ReadFile(a.LogPath)
+	s := string(b)
+	if i := strings.LastIndex(s, "==== consultest: starting"); i >= 0 {
+		s = s[i:]
+	}
+	return strings.Contains(s, "address already in use")
+}
+
+// Stop sends SIGTERM and waits for the exit (SIGKILL after 10s). Idempotent; a stopped agent
+// can be started again with Restart.
+func (a *Agent) Stop(t testing.TB) {
+	t.Helper()
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p == nil {
+		return
+	}
+	if killed := p.stop(stopGrace); killed {
+		t.Logf("consultest: consul %s did not stop %v after SIGTERM, killed it", a.Datacenter, stopGrace)
+	}
+}
+
+// Restart stops the agent and starts it again on the same ports and data directory (catalog
+// and indexes are kept), then waits for the leader.
+func (a *Agent) Restart(t testing.TB) {
+	t.Helper()
+	if a.bin == "" {
+		t.Fatalf("consultest: Restart on a WithToken view of agent %s", a.Datacenter)
+	}
+	a.Stop(t)
+	var err error
+	for attempt := 1; attempt <= 10; attempt++ {
+		if err = a.start(t); err == nil {
+			return
+		}
+		a.Stop(t)
+		if !a.bindClash() {
+			break
+		}
+		// The old process's sockets (or someone else) still hold a port: wait and retry.
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	t.Fatalf("consultest: restarting consul agent (dc %s): %v", a.Datacenter, err)
+}
+
+// Running reports whether the agent's process is running.
+func (a *Agent) Running() bool {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p == nil {
+		return false
+	}
+	exited, _ := p.exited()
+	return !exited
+}
+
+// WithToken returns a client-only view of the agent that sends token instead of a.Token ("" =
+// anonymous) in Do. Stop and Restart on it do nothing.
+func (a *Agent) WithToken(token string) *Agent {
+	return &Agent{Datacenter: a.Datacenter, HTTPAddr: a.HTTPAddr, Token: token, DataDir: a.DataDir,
+		NodeName: a.NodeName, LogPath: a.LogPath, ConfigPath: a.ConfigPath, ports: a.ports}
+}
+
+// URL is "http://" + HTTPAddr.
+func (a *Agent) URL() string { return "http://" + a.HTTPAddr }
+
+// SerfWANAddr is the agent's Serf WAN address ("127.0.0.1:PORT").
+func (a *Agent) SerfWANAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.serfWAN))
+}
+
+// Log returns the agent's log so far (all runs).
+func (a *Agent) Log() string {
+	b, _ := os.ReadFile(a.LogPath)
+	return string(b)
+}
+
+func (a *Agent) tail(n int) string {
+	lines := strings.Split(strings.TrimRight(a.Log(), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprintf("--- last %d lines of %s ---\n%s\n--- end of consul log ---", len(lines), a.LogPath, strings.Join(lines, "\n"))
+}
+
+// HTTPError is a non-2xx answer from the agent.
+type HTTPError struct {
+	Method, Path string
+	StatusCode   int
+	Body         string
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("consul %s %s: %d %s: %s", e.Method, e.Path, e.StatusCode, http.StatusText(e.StatusCode), strings.TrimSpace(e.Body))
+}
+
+// Do performs an HTTP request against the agent's API (path like "/v1/catalog/services?dc=dc2")
+// with the agent's token, JSON-encoding body (if non-nil) and decoding the response into out (if
+// non-nil). A non-2xx answer is an *HTTPError naming status and body.
+func (a *Agent) Do(ctx context.Context, method, path string, body, out any) error {
+	_, err := a.DoIndex(ctx, method, path, body, out)
+	return err
+}
+
+// DoIndex is Do that also returns the X-Consul-Index header (0 if absent).
+func (a *Agent) DoIndex(ctx context.Context, method, path string, body, out any) (uint64, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.URL()+path, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.Token != "" {
+		req.Header.Set("X-Consul-Token", a.Token)
+	}
+	resp, err := HTTPClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	idx, _ := strconv.ParseUint(resp.Header.Get("X-Consul-Index"), 10, 64)
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return idx, &HTTPError{Method: method, Path: path, StatusCode: resp.StatusCode, Body: string(b)}
+	}
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return idx, err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return idx, fmt.Errorf("consul %s %s: decoding response: %w", method, path, err)
+	}
+	return idx, nil
+}
+
+// Weights are a service instance's DNS SRV weights (Consul's default is passing 1, warning 1).
+type Weights struct {
+	Passing int
+	Warning int
+}
+
+// Instance is one service instance for Register.
+type Instance struct {
+	Node        string            // catalog node; instances may share nodes
+	NodeAddress string            // node address; default "127.0.0.1"
+	NodeMeta    map[string]string // node metadata (taken from the node's first instance)
+	ID          string            // service ID, unique per node; default Service
+	Service     string            // service name
+	Address     string            // service address; "" = the node's address
+	Port        int
+	Tags        []string
+	Meta        map[string]string
+	Weights     *Weights // nil = Consul's default (passing 1, warning 1)
+	// Check is the status of a check attached to the instance ("passing", "warning",
+	// "critical"); "" registers no check. The check's ID is "service:<ID>".
+	Check string
+}
+
+// CheckID is the check ID Register gives an instance's check.
+func (in Instance) CheckID() string { return "service:" + in.serviceID() }
+
+func (in Instance) serviceID() string {
+	if in.ID != "" {
+		return in.ID
+	}
+	return in.Service
+}
+
+// TxnOpsPerRequest is how many operations Register puts in one /v1/txn request (Consul's limit).
+const TxnOpsPerRequest = 64
+
+// RegisterConcurrency is how many /v1/txn requests Register keeps in flight.
+var RegisterConcurrency = 4
+
+// Register registers service instances directly in the catalog through /v1/txn, 64 operations
+// per transaction: first every distinct node, then each instance's service and (if Check is set)
+// its check, kept in the same transaction. Transactions run RegisterConcurrency at a time.
+// Registering an existing ID again updates it.
+func Register(ctx context.Context, a *Agent, instances []Instance) error {
+	type node struct {
+		Node    string
+		Address string
+		Meta    map[string]string `json:",omitempty"`
+	}
+	var nodeOps []any
+	seen := map[string]bool{}
+	for _, in := range instances {
+		if in.Node == "" || in.Service == "" {
+			return fmt.Errorf("consultest.Register: instance %+v needs Node and Service", in)
+		}
+		if seen[in.Node] {
+			continue
+		}
+		seen[in.Node] = true
+		addr := in.NodeAddress
+		if addr == "" {
+			addr = "127.0.0.1"
+		}
+		nodeOps = append(nodeOps, map[string]any{"Node": map[string]any{
+			"Verb": "set", "Node": node{Node: in.Node, Address: addr, Meta: in.NodeMeta},
+		}})
+	}
+	if err := runTxns(ctx, a, chunk(nodeOps, TxnOpsPerRequest)); err != nil {
+		return err
+	}
+	var batches [][]any
+	var cur []any
+	for _, in := range instances {
+		ops := []any{map[string]any{"Service": map[string]any{
+			"Verb": "set", "Node": in.Node, "Service": serviceBody(in),
+		}}}
+		if in.Check != "" {
+			ops = append(ops, map[string]any{"Check": map[string]any{
+				"Verb": "set", "Check": map[string]any{
+					"Node": in.Node, "CheckID": in.CheckID(), "Name": "Service '" + in.Service + "' check",
+					"Status": in.Check, "ServiceID": in.serviceID(), "ServiceName": in.Service,
+					"Output": "registered by consultest",
+				},
+			}})
+		}
+		if len(cur)+len(ops) > TxnOpsPerRequest {
+			batches = append(batches, cur)
+			cur = nil
+		}
+		cur = append(cur, ops...)
+	}
+	if len(cur) > 0 {
+		batches = append(batches, cur)
+	}
+	return runTxns(ctx, a, batches)
+}
+
+func serviceBody(in Instance) map[string]any {
+	s := map[string]any{
+		"ID": in.serviceID(), "Service": in.Service, "Address": in.Address, "Port": in.Port,
+	}
+	if len(in.Tags) > 0 {
+		s["Tags"] = in.Tags
+	}
+	if len(in.Meta) > 0 {
+		s["Meta"] = in.Meta
+	}
+	if in.Weights != nil {
+		s["Weights"] = in.Weights
+	}
+	return s
+}
+
+func chunk(ops []any, n int) [][]any {
+	var out [][]any
+	for len(ops) > 0 {
+		k := min(n, len(ops))
+		out = append(out, ops[:k])
+		ops = ops[k:]
+	}
+	return out
+}
+
+func runTxns(ctx context.Context, a *Agent, batches [][]any) error {
+	if len(batches) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan []any)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range max(1, RegisterConcurrency) {
+		wg.Go(func() {
+			for ops := range work {
+				if err := txn(ctx, a, ops); err != nil {
+					select {
+					case errc <- err:
+					default:
+					}
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for _, b := range batches {
+		select {
+		case work <- b:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+func txn(ctx context.Context, a *Agent, ops []any) error {
+	var lastErr error
+	for attempt := range 5 {
+		err := a.Do(ctx, "PUT", "/v1/txn", ops, nil)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		// Retry only transient trouble (leader election, rate limiting), not rejected operations.
+		var he *HTTPError
+		if errors.As(err, &he) && he.StatusCode != http.StatusInternalServerError && he.StatusCode != http.StatusTooManyRequests && he.StatusCode != http.StatusServiceUnavailable {
+			return fmt.Errorf("consultest.Register: %w", err)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+	return fmt.Errorf("consultest.Register: %w", lastErr)
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1 whose UDP port is free too (Serf
+// uses both). Another process can take one before consul binds it: Start retries.
+func freePorts(n int) ([]int, error) {
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			c.Close()
+		}
+	}()
+	var out []int
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 100 {
+			return nil, errors.New("could not find free ports")
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		closers = append(closers, u)
+		out = append(out, port)
+	}
+	return out, nil
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// process is a started consul process.
+type process struct {
+	cmd     *exec.Cmd
+	logFile *os.File
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+	killed  bool
+}
+
+func startProcess(bin string, args []string, dir string, logFile *os.File) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = sysProcAttr()
+	p := &process{cmd: cmd, logFile: logFile, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig fires when the thread that forked the child exits: keep this goroutine on
+		// its thread until the child is gone.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	return p, nil
+}
+
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM, then SIGKILL after grace, waits for the exit and closes the log.
+// It reports whether it had to kill.
+func (p *process) stop(grace time.Duration) bool {
+	p.once.Do(func() {
+		defer p.logFile.Close()
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			p.killed = true
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p.killed
+}
