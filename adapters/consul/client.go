@@ -1,0 +1,288 @@
+package consul
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+	"github.com/hashicorp/go-cleanhttp"
+)
+
+// neverMatches is a filter no instance matches: a probe with it returns an
+// empty body but the service's current X-Consul-Index, which is all a
+// sweep needs to know whether the service changed since it was fetched.
+const neverMatches = `Service.ID == "galleon-probe-matches-no-instance"`
+
+// client wraps one api.Client for one Run: its transport (and so its
+// keep-alive connections and their goroutines) lives and dies with the Run.
+type client struct {
+	api       *api.Client
+	transport *http.Transport
+	tokens    *tokenSource
+	cfg       Config
+	m         *metrics
+}
+
+// apiConfig builds the api.Config: api.DefaultConfig reads every CONSUL_*
+// variable, and the flags given override it.
+func apiConfig(cfg Config) (*api.Config, error) {
+	ac := api.DefaultConfig()
+	switch {
+	case cfg.Address != "":
+		ac.Address = cfg.Address
+	case os.Getenv(api.HTTPAddrEnvName) == "":
+		// The client's default is localhost:8500, which may resolve to
+		// ::1 where the agent listens on 127.0.0.1 only.
+		ac.Address = "127.0.0.1:8500"
+	}
+	if cfg.CAFile != "" {
+		ac.TLSConfig.CAFile = cfg.CAFile
+	}
+	if cfg.CertFile != "" {
+		ac.TLSConfig.CertFile = cfg.CertFile
+	}
+	if cfg.KeyFile != "" {
+		ac.TLSConfig.KeyFile = cfg.KeyFile
+	}
+	if cfg.TLSServerName != "" {
+		ac.TLSConfig.Address = cfg.TLSServerName
+	}
+	if cfg.ConsulNamespace != "" {
+		ac.Namespace = cfg.ConsulNamespace
+	}
+	if cfg.Partition != "" {
+		ac.Partition = cfg.Partition
+	}
+	tlsWanted := cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" || cfg.TLSServerName != ""
+	if tlsWanted && !strings.Contains(ac.Address, "://") {
+		ac.Scheme = "https"
+	}
+	return ac, nil
+}
+
+// newClient builds the client of one Run.
+func newClient(cfg Config, m *metrics) (*client, error) {
+	ac, err := apiConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tr := cleanhttp.DefaultPooledTransport()
+	// Every blocking query and fetch worker keeps a connection: allow them
+	// all to stay idle between requests instead of redialling.
+	tr.MaxIdleConnsPerHost = cfg.FetchConcurrency + 8
+	if rest, ok := strings.CutPrefix(ac.Address, "unix://"); ok {
+		// api.NewClient would replace our HTTP client (and its request
+		// counting) for unix sockets: dial the socket ourselves.
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", rest)
+		}
+		ac.Address = "consul"
+		ac.Scheme = "http"
+	}
+	if ac.Scheme == "https" || strings.HasPrefix(ac.Address, "https://") {
+		tlsCfg, err := api.SetupTLSConfig(&ac.TLSConfig)
+		if err != nil {
+			return nil, fmt.Errorf("TLS to the agent (--ca-file, --cert-file, --key-file): %w", err)
+		}
+		tr.TLSClientConfig = tlsCfg
+	}
+	ac.Transport = tr
+	ac.HttpClient = &http.Client{Transport: &countingTransport{base: tr, m: m}}
+	ac.WaitTime = 0
+	tokens := newTokenSource(cfg.Token, cfg.TokenFile, ac.Token, os.Getenv(api.HTTPTokenFileEnvName))
+	ac.Token, ac.TokenFile = "", "" // set per request from tokens
+	c, err := api.NewClient(ac)
+	if err != nil {
+		return nil, err
+	}
+	return &client{api: c, transport: tr, tokens: tokens, cfg: cfg, m: m}, nil
+}
+
+// close drops the keep-alive connections so their goroutines end with Run.
+func (c *client) close() { c.transport.CloseIdleConnections() }
+
+// query returns the options of one request to datacenter dc, bounded in
+// time: a blocking query answers after at most wait + wait/16 (Consul's
+// jitter), so anything much longer is a dead connection.
+func (c *client) query(ctx context.Context, dc string, index uint64) (*api.QueryOptions, context.CancelFunc) {
+	q := &api.QueryOptions{
+		Datacenter: dc,
+		Namespace:  c.cfg.ConsulNamespace,
+		Partition:  c.cfg.Partition,
+		Token:      c.tokens.token(),
+		WaitIndex:  index,
+	}
+	timeout := 30 * time.Second
+	if index > 0 {
+		q.WaitTime = c.cfg.Wait
+		timeout += c.cfg.Wait + c.cfg.Wait/16
+	}
+	switch c.cfg.Consistency {
+	case ConsistencyStale:
+		q.AllowStale = true
+	case ConsistencyConsistent:
+		q.RequireConsistent = true
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	return q.WithContext(ctx), cancel
+}
+
+// services lists the service names and their tags, and whether ACLs hid
+// some of them.
+func (c *client) services(ctx context.Context, dc string, index uint64) (map[string][]string, uint64, bool, error) {
+	q, cancel := c.query(ctx, dc, index)
+	defer cancel()
+	out, meta, err := c.api.Catalog().Services(q)
+	if err != nil {
+		return nil, 0, false, explain("GET /v1/catalog/services", dc, err)
+	}
+	return out, meta.LastIndex, meta.ResultsFilteredByACLs, nil
+}
+
+// checks lists every check.
+func (c *client) checks(ctx context.Context, dc string, index uint64) (api.HealthChecks, uint64, error) {
+	q, cancel := c.query(ctx, dc, index)
+	defer cancel()
+	out, meta, err := c.api.Health().State(api.HealthAny, q)
+	if err != nil {
+		return nil, 0, explain("GET /v1/health/state/any", dc, err)
+	}
+	return out, meta.LastIndex, nil
+}
+
+// service fetches every instance of one service, healthy or not (health
+// is filtered here, so that the panic threshold can see them all). With
+// probe, it fetches none: only the service's index.
+func (c *client) service(ctx context.Context, dc, name string, probe bool) ([]*api.ServiceEntry, uint64, error) {
+	q, cancel := c.query(ctx, dc, 0)
+	defer cancel()
+	if probe {
+		q.Filter = neverMatches
+	}
+	out, meta, err := c.api.Health().Service(name, "", false, q)
+	if err != nil {
+		return nil, 0, explain("GET /v1/health/service/"+name, dc, err)
+	}
+	return out, meta.LastIndex, nil
+}
+
+// datacenters lists the datacenters the agent knows.
+func (c *client) datacenters(ctx context.Context) ([]string, error) {
+	q, cancel := c.query(ctx, "", 0)
+	defer cancel()
+	q.Datacenter, q.Namespace, q.Partition = "", "", ""
+	var dcs []string
+	if _, err := c.api.Raw().Query("/v1/catalog/datacenters", &dcs, q); err != nil {
+		return nil, explain("GET /v1/catalog/datacenters", "", err)
+	}
+	return dcs, nil
+}
+
+// explain turns an api error into one an operator can act on.
+func explain(what, dc string, err error) error {
+	where := "consul " + what
+	if dc != "" {
+		where += " (datacenter " + dc + ")"
+	}
+	var se api.StatusError
+	if errors.As(err, &se) {
+		switch se.Code {
+		case http.StatusForbidden, http.StatusUnauthorized:
+			return fmt.Errorf("%s: permission denied (HTTP %d: %s): check the ACL token (--token, --token-file, CONSUL_HTTP_TOKEN) and its policy (service:read and node:read on everything watched)", where, se.Code, strings.TrimSpace(se.Body))
+		}
+		return fmt.Errorf("%s: HTTP %d: %s", where, se.Code, strings.TrimSpace(se.Body))
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// countingTransport counts requests by endpoint and result.
+type countingTransport struct {
+	base http.RoundTripper
+	m    *metrics
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	endpoint := endpointOf(req.URL.Path)
+	resp, err := t.base.RoundTrip(req)
+	result := "error"
+	if err == nil {
+		result = strconv.Itoa(resp.StatusCode/100) + "xx"
+	}
+	t.m.request(endpoint, result)
+	return resp, err
+}
+
+// endpointOf names the endpoint of a path without the service name, so
+// that the metric's cardinality stays fixed.
+func endpointOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/v1/catalog/services"):
+		return "catalog_services"
+	case strings.HasPrefix(path, "/v1/health/state/"):
+		return "health_state"
+	case strings.HasPrefix(path, "/v1/health/service/"):
+		return "health_service"
+	case strings.HasPrefix(path, "/v1/catalog/datacenters"):
+		return "catalog_datacenters"
+	}
+	return "other"
+}
+
+// tokenSource gives the ACL token of each request. Precedence follows the
+// consul CLI: --token-file, --token, CONSUL_HTTP_TOKEN_FILE,
+// CONSUL_HTTP_TOKEN. A token file is stat'ed before each request and read
+// again when its size or modification time changed, so that a rotated
+// token (a Vault agent template, a Kubernetes secret volume) is used
+// without a restart; if it cannot be read, the last token read is kept.
+type tokenSource struct {
+	static string
+	file   string
+
+	mu      sync.Mutex
+	current string
+	modTime time.Time
+	size    int64
+}
+
+func newTokenSource(flagToken, flagFile, envToken, envFile string) *tokenSource {
+	ts := &tokenSource{}
+	switch {
+	case flagFile != "":
+		ts.file = flagFile
+	case flagToken != "":
+		ts.static = flagToken
+	case envFile != "":
+		ts.file = envFile
+	default:
+		ts.static = envToken
+	}
+	return ts
+}
+
+func (ts *tokenSource) token() string {
+	if ts.file == "" {
+		return ts.static
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	fi, err := os.Stat(ts.file)
+	if err != nil || (fi.ModTime().Equal(ts.modTime) && fi.Size() == ts.size) {
+		return ts.current
+	}
+	data, err := os.ReadFile(ts.file)
+	if err != nil {
+		return ts.current
+	}
+	ts.current = strings.TrimSpace(string(data))
+	ts.modTime, ts.size = fi.ModTime(), fi.Size()
+	return ts.current
+}

@@ -1,0 +1,291 @@
+package consul
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/common/convert"
+)
+
+// Defaults of Config. Each is explained where it is used.
+const (
+	DefaultHostTemplate      = "{{.Service}}.service.consul"
+	DefaultNamespace         = "consul"
+	DefaultWait              = time.Minute
+	DefaultFetchConcurrency  = 8
+	DefaultResync            = 5 * time.Minute
+	DefaultSweepInterval     = 10 * time.Second
+	DefaultDatacenterRefresh = time.Minute
+	DefaultRetryMin          = 250 * time.Millisecond
+	DefaultRetryMax          = 30 * time.Second
+
+	// AllDatacenters in Config.Datacenters watches every datacenter the
+	// agent knows (/v1/catalog/datacenters), followed over time.
+	AllDatacenters = "all"
+
+	// maxWait is Consul's own cap on a blocking query's wait.
+	maxWait = 10 * time.Minute
+)
+
+// Consistency modes of Consul reads (Config.Consistency).
+const (
+	ConsistencyDefault    = "default"
+	ConsistencyStale      = "stale"
+	ConsistencyConsistent = "consistent"
+)
+
+// Address sources (Config.AddressSource): which address of an instance
+// becomes its endpoint address.
+const (
+	// AddressService is the service address, or the node address when the
+	// service has none (Consul's own rule, and its DNS interface's).
+	AddressService = "service"
+)
+
+// taggedAddresses are the names Consul uses for tagged addresses, on
+// services and on nodes.
+var taggedAddresses = []string{"lan", "wan", "lan_ipv4", "lan_ipv6", "wan_ipv4", "wan_ipv6"}
+
+// Config configures a Consul registry. The zero value of every field is
+// its default; Validate (called by New) says which setting to fix, by its
+// command-line flag name, when a value is wrong.
+type Config struct {
+	// Address of the agent: "host:port", "http://host:port",
+	// "https://host:port" or "unix:///path". Empty: CONSUL_HTTP_ADDR, else
+	// 127.0.0.1:8500.
+	Address string
+	// Token is the ACL token. Empty: CONSUL_HTTP_TOKEN. TokenFile wins.
+	Token string
+	// TokenFile holds the ACL token; it is read again whenever it changes
+	// (size or modification time), so a rotated token is picked up without
+	// a restart. Empty: CONSUL_HTTP_TOKEN_FILE.
+	TokenFile string
+	// CAFile, CertFile, KeyFile and TLSServerName configure TLS to the
+	// agent (CertFile and KeyFile: mutual TLS). Empty: CONSUL_CACERT,
+	// CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME. Any of
+	// them switches a scheme-less Address to https.
+	CAFile, CertFile, KeyFile, TLSServerName string
+
+	// Datacenters to watch. Empty: the agent's own. AllDatacenters ("all")
+	// alone: every datacenter the agent knows, followed over time.
+	Datacenters []string
+	// ConsulNamespace and Partition (Consul Enterprise) are passed on every
+	// query when set. Empty: CONSUL_NAMESPACE, CONSUL_PARTITION.
+	ConsulNamespace, Partition string
+	// Consistency of reads: default, stale or consistent (Consul's modes).
+	Consistency string
+	// Wait is the longest a blocking query waits for a change (default 1m;
+	// at most 10m, Consul's cap).
+	Wait time.Duration
+
+	// HostTemplate renders a service's host (Go text/template with
+	// {{.Service}}, {{.Datacenter}}, {{.Namespace}}, {{.Partition}}).
+	// Default "{{.Service}}.service.consul".
+	HostTemplate string
+	// Namespace of the ServiceEntries (default "consul"), unless
+	// NamespaceMetaKey names a service meta key that carries one.
+	Namespace        string
+	NamespaceMetaKey string
+	// ExportTo of every ServiceEntry (empty: everywhere), unless
+	// ExportToMetaKey names a service meta key holding a comma-separated
+	// list.
+	ExportTo        []string
+	ExportToMetaKey string
+	// AddressSource: "service" (default: the service address, else the
+	// node's), or a tagged address name (lan, wan, lan_ipv4, lan_ipv6,
+	// wan_ipv4, wan_ipv6) looked up on the service, then on the node, then
+	// falling back to "service".
+	AddressSource string
+	// IncludeWarning serves instances whose checks are at worst warning.
+	IncludeWarning bool
+
+	// FetchConcurrency bounds the per-service fetches in flight, over all
+	// datacenters (default 8).
+	FetchConcurrency int
+	// Resync is the period of the safety-net sweep that compares every
+	// service's index with the one last fetched (default 5m; see the
+	// package documentation).
+	Resync time.Duration
+	// SweepInterval is the shortest time between two sweeps triggered by
+	// catalog changes no signal attributes to a service (default 10s).
+	SweepInterval time.Duration
+	// DatacenterRefresh is how often the list of datacenters is read
+	// again with Datacenters = all (default 1m).
+	DatacenterRefresh time.Duration
+	// RetryMin and RetryMax bound the jittered exponential backoff after a
+	// failed request (default 250ms and 30s).
+	RetryMin, RetryMax time.Duration
+
+	// Logger receives the adapter's logs; default slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the adapter's metrics; nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	if cfg.Consistency == "" {
+		cfg.Consistency = ConsistencyDefault
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultWait
+	}
+	if cfg.HostTemplate == "" {
+		cfg.HostTemplate = DefaultHostTemplate
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.AddressSource == "" {
+		cfg.AddressSource = AddressService
+	}
+	if cfg.FetchConcurrency == 0 {
+		cfg.FetchConcurrency = DefaultFetchConcurrency
+	}
+	if cfg.Resync == 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.DatacenterRefresh == 0 {
+		cfg.DatacenterRefresh = DefaultDatacenterRefresh
+	}
+	if cfg.RetryMin == 0 {
+		cfg.RetryMin = DefaultRetryMin
+	}
+	if cfg.RetryMax == 0 {
+		cfg.RetryMax = DefaultRetryMax
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// Validate checks the configuration (after defaults) and names the flag to
+// fix in each error. It reads the TLS files, so that a missing certificate
+// stops the binary at start rather than failing every request.
+func (cfg Config) Validate() error {
+	cfg = cfg.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	switch cfg.Consistency {
+	case ConsistencyDefault, ConsistencyStale, ConsistencyConsistent:
+	default:
+		add("--consistency %q: want default, stale or consistent", cfg.Consistency)
+	}
+	if cfg.Wait < time.Second || cfg.Wait > maxWait {
+		add("--wait %v: want a duration from 1s to 10m (Consul caps blocking queries at 10m)", cfg.Wait)
+	}
+	if _, err := parseHostTemplate(cfg.HostTemplate); err != nil {
+		add("--host-template: %v", err)
+	}
+	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
+		add("--namespace %q: want a DNS-1123 label (lower case letters, digits and '-')", cfg.Namespace)
+	}
+	if cfg.AddressSource != AddressService && !contains(taggedAddresses, cfg.AddressSource) {
+		add("--address-source %q: want service or a tagged address (%s)", cfg.AddressSource, strings.Join(taggedAddresses, ", "))
+	}
+	if cfg.FetchConcurrency < 1 || cfg.FetchConcurrency > 64 {
+		add("--fetch-concurrency %d: want 1 to 64 (each is an HTTP connection; Consul allows 200 per client by default)", cfg.FetchConcurrency)
+	}
+	if cfg.Resync < time.Second {
+		add("--resync %v: want at least 1s", cfg.Resync)
+	}
+	if cfg.SweepInterval < 0 {
+		add("--sweep-interval %v: want a positive duration", cfg.SweepInterval)
+	}
+	if cfg.DatacenterRefresh < time.Second {
+		add("--datacenter-refresh %v: want at least 1s", cfg.DatacenterRefresh)
+	}
+	if cfg.RetryMin <= 0 || cfg.RetryMax < cfg.RetryMin {
+		add("retry backoff %v..%v: want 0 < min <= max", cfg.RetryMin, cfg.RetryMax)
+	}
+	for _, dc := range cfg.Datacenters {
+		switch {
+		case dc == AllDatacenters && len(cfg.Datacenters) > 1:
+			add("--datacenters: %q must stand alone (it means every datacenter)", AllDatacenters)
+		case dc == "" || strings.ContainsAny(dc, " /?&#"):
+			add("--datacenters: %q is not a datacenter name", dc)
+		}
+	}
+	for _, e := range cfg.ExportTo {
+		if e != "." && e != "*" && convert.SanitizeDNSLabel(e) != e {
+			add("--export-to %q: want \".\", \"*\" or a namespace name", e)
+		}
+	}
+	if cfg.TokenFile != "" {
+		if _, err := os.ReadFile(cfg.TokenFile); err != nil {
+			add("--token-file: %v", err)
+		}
+	}
+	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
+		add("--cert-file and --key-file go together: give both for mutual TLS, or neither")
+	}
+	for _, f := range []struct{ flag, path string }{{"ca-file", cfg.CAFile}, {"cert-file", cfg.CertFile}, {"key-file", cfg.KeyFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.ReadFile(f.path); err != nil {
+			add("--%s: %v", f.flag, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hostData is what HostTemplate is executed with.
+type hostData struct {
+	Service    string
+	Datacenter string
+	Namespace  string
+	Partition  string
+}
+
+func parseHostTemplate(text string) (*template.Template, error) {
+	t, err := template.New("host").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	// Render a sample so that a template referring to an unknown field
+	// fails at start, not on the first service.
+	var b bytes.Buffer
+	if err := t.Execute(&b, hostData{Service: "web", Datacenter: "dc1", Namespace: "default", Partition: "default"}); err != nil {
+		return nil, err
+	}
+	if convert.SanitizeHost(b.String()) == "" {
+		return nil, fmt.Errorf("%q renders %q for service web, which is not a host name", text, b.String())
+	}
+	return t, nil
+}
+
+// perDatacenterHosts reports whether the template gives different hosts in
+// different datacenters: then a service is one ServiceEntry per
+// datacenter rather than one merged over all of them.
+func perDatacenterHosts(t *template.Template) bool {
+	render := func(dc string) string {
+		var b bytes.Buffer
+		_ = t.Execute(&b, hostData{Service: "web", Datacenter: dc, Namespace: "default", Partition: "default"})
+		return b.String()
+	}
+	return render("dc-a") != render("dc-b")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

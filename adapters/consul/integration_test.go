@@ -1,0 +1,507 @@
+package consul_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/galleon-mesh/galleon/adapters/consul"
+	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
+	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registrytest"
+)
+
+const waitFor = 20 * time.Second
+
+// running is one Run of the adapter, recorded.
+type running struct {
+	rec     *registrytest.Recorder
+	metrics *prometheus.Registry
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// run starts the adapter with cfg and stops it when the test ends.
+func run(t *testing.T, cfg consul.Config) *running {
+	t.Helper()
+	r := &running{rec: registrytest.NewRecorder(), metrics: prometheus.NewRegistry(), done: make(chan error, 1)}
+	cfg.Registerer = r.metrics
+	reg, err := consul.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- reg.Run(ctx, r.rec) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-r.done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("Run did not return after cancellation")
+		}
+		if err := r.rec.Check(); err != nil {
+			t.Errorf("Sink calls break the contract: %v\n%s", err, r.rec.Dump())
+		}
+	})
+	return r
+}
+
+// requests sums galleon_consul_requests_total.
+func (r *running) requests(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := r.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == "galleon_consul_requests_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// resyncs reads galleon_consul_resyncs_total for one reason.
+func resyncs(t *testing.T, r *running, reason string) float64 {
+	t.Helper()
+	mfs, err := r.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "galleon_consul_resyncs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// waitService waits until the service is reported and cond holds for it.
+func (r *running) waitService(t *testing.T, name, what string, cond func(model.Service) bool) model.Service {
+	t.Helper()
+	key := model.ServiceKey{Namespace: consul.DefaultNamespace, Name: name}
+	var got model.Service
+	r.rec.WaitFor(t, waitFor, func(state map[model.ServiceKey]model.Service) bool {
+		svc, ok := state[key]
+		if ok && cond(svc) {
+			got = svc
+			return true
+		}
+		return false
+	})
+	if t.Failed() {
+		t.Fatalf("waiting for %s", what)
+	}
+	return got
+}
+
+func (r *running) waitGone(t *testing.T, name string) {
+	t.Helper()
+	key := model.ServiceKey{Namespace: consul.DefaultNamespace, Name: name}
+	r.rec.WaitFor(t, waitFor, func(state map[model.ServiceKey]model.Service) bool {
+		_, ok := state[key]
+		return !ok
+	})
+}
+
+func register(t *testing.T, a *consultest.Agent, instances ...consultest.Instance) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := consultest.Register(ctx, a, instances); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deregister(t *testing.T, a *consultest.Agent, node, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Do(ctx, "PUT", "/v1/catalog/deregister", map[string]any{"Node": node, "ServiceID": id}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func instance(svc model.Service, suffix string) (model.Instance, bool) {
+	for _, inst := range svc.Instances {
+		if strings.HasSuffix(inst.ID, "/"+suffix) {
+			return inst, true
+		}
+	}
+	return model.Instance{}, false
+}
+
+func healthOf(svc model.Service, suffix string) model.Health {
+	inst, ok := instance(svc, suffix)
+	if !ok {
+		return -1
+	}
+	return inst.Health
+}
+
+// TestChanges follows every kind of change to one service, each through
+// the path the adapter learns it by.
+func TestChanges(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	web := func(id, check string, port int, tags []string, meta map[string]string) consultest.Instance {
+		return consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: id, Service: "web", Port: port,
+			Tags: tags, Meta: meta, Check: check}
+	}
+	register(t, a, web("web-1", "passing", 8080, []string{"v1"}, nil), web("web-2", "passing", 8080, []string{"v1"}, nil))
+	r := run(t, testConfig(a))
+	r.waitService(t, "web", "the initial listing", func(s model.Service) bool { return len(s.Instances) == 2 })
+
+	t.Run("register a checked instance", func(t *testing.T) {
+		register(t, a, web("web-3", "passing", 8080, []string{"v1"}, nil))
+		r.waitService(t, "web", "web-3", func(s model.Service) bool { return len(s.Instances) == 3 })
+	})
+	t.Run("register a check-less instance (no signal names it: found by a sweep)", func(t *testing.T) {
+		register(t, a, web("web-4", "", 8080, []string{"v1"}, nil))
+		r.waitService(t, "web", "web-4", func(s model.Service) bool { return len(s.Instances) == 4 })
+	})
+	t.Run("tag change", func(t *testing.T) {
+		register(t, a, web("web-1", "passing", 8080, []string{"v1", "version=v2"}, nil))
+		r.waitService(t, "web", "the tag", func(s model.Service) bool {
+			i, _ := instance(s, "web-1")
+			return i.Labels["version"] == "v2"
+		})
+	})
+	t.Run("meta change", func(t *testing.T) {
+		register(t, a, web("web-2", "passing", 8080, []string{"v1"}, map[string]string{"protocol": "http", "owner": "team-a"}))
+		r.waitService(t, "web", "the meta", func(s model.Service) bool {
+			i, _ := instance(s, "web-2")
+			return i.Labels["owner"] == "team-a"
+		})
+	})
+	t.Run("port change", func(t *testing.T) {
+		register(t, a, web("web-4", "", 9090, []string{"v1"}, nil))
+		r.waitService(t, "web", "port 9090", func(s model.Service) bool {
+			for _, p := range s.Ports {
+				if p.Number == 9090 {
+					return true
+				}
+			}
+			return false
+		})
+	})
+	t.Run("health flip critical and back", func(t *testing.T) {
+		register(t, a, web("web-3", "critical", 8080, []string{"v1"}, nil))
+		r.waitService(t, "web", "web-3 unhealthy", func(s model.Service) bool { return healthOf(s, "web-3") == model.Unhealthy })
+		register(t, a, web("web-3", "passing", 8080, []string{"v1"}, nil))
+		r.waitService(t, "web", "web-3 healthy again", func(s model.Service) bool { return healthOf(s, "web-3") == model.Healthy })
+	})
+	t.Run("every instance failing: no endpoint served", func(t *testing.T) {
+		deregister(t, a, "n1", "web-4")
+		var all []consultest.Instance
+		for _, id := range []string{"web-1", "web-2", "web-3"} {
+			all = append(all, web(id, "critical", 8080, []string{"v1"}, nil))
+		}
+		register(t, a, all...)
+		svc := r.waitService(t, "web", "every instance unhealthy", func(s model.Service) bool {
+			for _, i := range s.Instances {
+				if i.Health != model.Unhealthy {
+					return false
+				}
+			}
+			return len(s.Instances) == 3
+		})
+		res, err := convert.Convert(svc, convert.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if se := res[0].Spec.(*networking.ServiceEntry); len(se.Endpoints) != 0 {
+			t.Errorf("endpoints served while every instance fails: %v", se.Endpoints)
+		}
+	})
+	t.Run("deregister an instance, then the service", func(t *testing.T) {
+		deregister(t, a, "n1", "web-3")
+		r.waitService(t, "web", "two instances left", func(s model.Service) bool { return len(s.Instances) == 2 })
+		deregister(t, a, "n1", "web-1")
+		deregister(t, a, "n1", "web-2")
+		r.waitGone(t, "web")
+	})
+}
+
+// TestRequestsPerChange registers 300 services and counts the HTTP
+// requests one instance change costs: a few, whatever the number of
+// services (one signal wakes, one service is fetched, the signal is armed
+// again). A change no signal attributes costs a sweep: one probe per
+// service, still a single connection at a time per worker.
+func TestRequestsPerChange(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	const n = 300
+	var all []consultest.Instance
+	for i := range n {
+		all = append(all, consultest.Instance{Node: fmt.Sprintf("node-%d", i%10), NodeAddress: fmt.Sprintf("10.0.%d.1", i%10),
+			ID: fmt.Sprintf("svc-%d-1", i), Service: fmt.Sprintf("svc-%d", i), Port: 8080, Check: "passing"})
+	}
+	register(t, a, all...)
+	cfg := testConfig(a)
+	cfg.SweepInterval = time.Second
+	r := run(t, cfg)
+	r.rec.WaitFor(t, waitFor, func(state map[model.ServiceKey]model.Service) bool { return len(state) >= n })
+	if t.Failed() {
+		t.FailNow()
+	}
+	settle := func() { time.Sleep(1500 * time.Millisecond) }
+	settle()
+
+	before := r.requests(t)
+	flipped := all[123]
+	flipped.Check = "critical"
+	register(t, a, flipped)
+	r.waitService(t, "svc-123", "the health flip", func(s model.Service) bool { return s.Instances[0].Health == model.Unhealthy })
+	settle()
+	flip := r.requests(t) - before
+	t.Logf("HTTP requests for one health flip with %d services: %v", n, flip)
+	if flip > 4 {
+		t.Errorf("one health flip cost %v requests; want at most 4 (signal, fetch, and re-armed signals)", flip)
+	}
+
+	before = r.requests(t)
+	moved := all[42]
+	moved.Meta = map[string]string{"owner": "team-b"}
+	register(t, a, moved)
+	r.waitService(t, "svc-42", "the meta edit", func(s model.Service) bool { return s.Instances[0].Labels["owner"] == "team-b" })
+	settle()
+	meta := r.requests(t) - before
+	t.Logf("HTTP requests for one meta edit (no signal attributes it: a sweep) with %d services: %v", n, meta)
+	if meta > n+6 {
+		t.Errorf("one unattributed edit cost %v requests; want at most one probe per service plus a few", meta)
+	}
+}
+
+// TestTwoDatacenters merges a service present in two datacenters joined
+// over WAN into one, with the datacenter as locality, and follows "all".
+func TestTwoDatacenters(t *testing.T) {
+	dc1 := consultest.Start(t, consultest.Options{Datacenter: "dc1"})
+	dc2 := consultest.Start(t, consultest.Options{Datacenter: "dc2", JoinWAN: dc1})
+	register(t, dc1, consultest.Instance{Node: "a1", NodeAddress: "10.1.0.1", ID: "api-1", Service: "api", Port: 80, Check: "passing"})
+	register(t, dc2, consultest.Instance{Node: "b1", NodeAddress: "10.2.0.1", ID: "api-1", Service: "api", Port: 80, Check: "passing"},
+		consultest.Instance{Node: "b1", NodeAddress: "10.2.0.1", ID: "db-1", Service: "db", Port: 5432})
+
+	for _, dcs := range [][]string{{"dc1", "dc2"}, {consul.AllDatacenters}} {
+		t.Run(strings.Join(dcs, ","), func(t *testing.T) {
+			cfg := testConfig(dc1)
+			cfg.Datacenters = dcs
+			r := run(t, cfg)
+			r.waitService(t, "api", "api merged from both datacenters", func(s model.Service) bool {
+				a, ok1 := instance(s, "a1/api-1")
+				b, ok2 := instance(s, "b1/api-1")
+				return ok1 && ok2 && a.Locality == "dc1" && b.Locality == "dc2" && a.Address == "10.1.0.1" && b.Address == "10.2.0.1"
+			})
+			r.waitService(t, "db", "db from dc2", func(s model.Service) bool { return len(s.Instances) == 1 })
+			// A change in the remote datacenter is followed too.
+			register(t, dc2, consultest.Instance{Node: "b1", NodeAddress: "10.2.0.1", ID: "api-1", Service: "api", Port: 80, Check: "critical"})
+			r.waitService(t, "api", "the dc2 health flip", func(s model.Service) bool {
+				b, _ := instance(s, "b1/api-1")
+				return b.Health == model.Unhealthy
+			})
+			register(t, dc2, consultest.Instance{Node: "b1", NodeAddress: "10.2.0.1", ID: "api-1", Service: "api", Port: 80, Check: "passing"})
+		})
+	}
+}
+
+// TestACL reads an ACL-enabled agent with a token, reports a wrong token
+// as a clear error, and picks up a token file once it holds a good one.
+func TestACL(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{ACL: true})
+	register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "pay-1", Service: "pay", Port: 443, Check: "passing"})
+
+	t.Run("good token", func(t *testing.T) {
+		r := run(t, testConfig(a))
+		r.waitService(t, "pay", "pay", func(s model.Service) bool { return len(s.Instances) == 1 })
+	})
+	t.Run("wrong token, then the token file is fixed", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(file, []byte("00000000-0000-0000-0000-000000000000\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(a)
+		cfg.Token, cfg.TokenFile = "", file
+		r := run(t, cfg)
+		r.rec.WaitForEvents(t, waitFor, func(events []registrytest.Event) bool {
+			for _, e := range events {
+				if e.Op == registrytest.OpUnreachable && e.Err != nil {
+					return true
+				}
+			}
+			return false
+		})
+		err := r.rec.UnreachableError()
+		if err == nil || !strings.Contains(err.Error(), "ACL token") {
+			t.Fatalf("Unreachable(%v): want an error that says to check the ACL token", err)
+		}
+		t.Logf("a wrong token reads: %v", err)
+		if r.rec.Synced() {
+			t.Fatal("a Replace without access to the catalog")
+		}
+		if err := os.WriteFile(file, []byte(a.Token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r.waitService(t, "pay", "pay once the token file is fixed", func(s model.Service) bool { return len(s.Instances) == 1 })
+	})
+}
+
+// TestAgentRestart stops the agent under a running adapter: nothing is
+// removed while it is down, Unreachable says so, and once it is back the
+// adapter converges, including changes made while it was away.
+func TestAgentRestart(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "web-1", Service: "web", Port: 80, Check: "passing"})
+	r := run(t, testConfig(a))
+	r.waitService(t, "web", "web", func(s model.Service) bool { return len(s.Instances) == 1 })
+	mark := r.rec.Len()
+	a.Stop(t)
+	r.rec.WaitForEvents(t, waitFor, func(events []registrytest.Event) bool { return lastUnreachable(events[mark:]) != nil })
+	time.Sleep(time.Second) // several failed retries
+	a.Restart(t)
+	register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "web-2", Service: "web", Port: 80, Check: "passing"})
+	r.waitService(t, "web", "web-2, registered after the restart", func(s model.Service) bool { return len(s.Instances) == 2 })
+	r.rec.WaitForEvents(t, waitFor, func(events []registrytest.Event) bool { return lastUnreachable(events[mark:]) == errReachable })
+	for i, e := range r.rec.Events()[mark:] {
+		if e.Op == registrytest.OpDelete || (e.Op == registrytest.OpReplace && len(e.Services) == 0) {
+			t.Errorf("call #%d %s during or after the outage", mark+i, e)
+		}
+	}
+}
+
+// TestIndexReset wipes the agent's data: its indexes start again below
+// the adapter's, which must list everything again and report a Replace
+// that drops what is gone.
+func TestIndexReset(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	// One transaction each: the index climbs well above where the wiped
+	// agent will start again.
+	for i := range 20 {
+		register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: fmt.Sprintf("old-%d", i), Service: fmt.Sprintf("old-%d", i), Port: 80})
+	}
+	cfg := testConfig(a)
+	cfg.Wait = 2 * time.Second // a query at an index above the server's waits this long
+	r := run(t, cfg)
+	r.waitService(t, "old-19", "the old services", func(model.Service) bool { return true })
+	replaces := countOps(r.rec, registrytest.OpReplace)
+
+	a.Stop(t)
+	entries, err := os.ReadDir(a.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(a.DataDir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.Restart(t)
+	register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "new-1", Service: "new", Port: 80})
+	r.waitService(t, "new", "the service registered after the reset", func(model.Service) bool { return true })
+	r.waitGone(t, "old-0")
+	if countOps(r.rec, registrytest.OpReplace) <= replaces {
+		t.Errorf("no Replace after the index went backwards:\n%s", r.rec.Dump())
+	}
+	if n := resyncs(t, r, "index_reset"); n < 1 {
+		t.Errorf("galleon_consul_resyncs_total{reason=index_reset} = %v, want at least 1", n)
+	}
+}
+
+// errReachable stands for Unreachable(nil) in lastUnreachable's answer.
+var errReachable = errors.New("reachable")
+
+// lastUnreachable returns the error of the last Unreachable call among
+// events, errReachable for Unreachable(nil), or nil if there is none.
+func lastUnreachable(events []registrytest.Event) error {
+	for i := len(events) - 1; i >= 0; i-- {
+		if e := events[i]; e.Op == registrytest.OpUnreachable {
+			if e.Err == nil {
+				return errReachable
+			}
+			return e.Err
+		}
+	}
+	return nil
+}
+
+func countOps(rec *registrytest.Recorder, op registrytest.Op) int {
+	n := 0
+	for _, e := range rec.Events() {
+		if e.Op == op {
+			n++
+		}
+	}
+	return n
+}
+
+// TestScale is the scale check, run on demand
+// (GALLEON_CONSUL_SCALE=10000): N services x 5 instances with a check each
+// against an agent with default limits; it logs the initial sync time,
+// the HTTP requests and the latency of one health flip.
+func TestScale(t *testing.T) {
+	n := 0
+	if _, err := fmt.Sscan(os.Getenv("GALLEON_CONSUL_SCALE"), &n); err != nil || n <= 0 {
+		t.Skip("set GALLEON_CONSUL_SCALE=<services> to run")
+	}
+	a := consultest.Start(t, consultest.Options{})
+	var all []consultest.Instance
+	for i := range n {
+		for j := range 5 {
+			node := (i*5 + j) % 2000
+			all = append(all, consultest.Instance{Node: fmt.Sprintf("node-%d", node), NodeAddress: fmt.Sprintf("10.%d.%d.1", node/250, node%250),
+				ID: fmt.Sprintf("svc-%d-%d", i, j), Service: fmt.Sprintf("svc-%d", i), Port: 8080, Check: "passing"})
+		}
+	}
+	start := time.Now()
+	register(t, a, all...)
+	t.Logf("registered %d instances in %v", len(all), time.Since(start).Round(time.Millisecond))
+	cfg := testConfig(a)
+	cfg.Wait = time.Minute
+	start = time.Now()
+	r := run(t, cfg)
+	r.rec.WaitFor(t, 5*time.Minute, func(state map[model.ServiceKey]model.Service) bool { return len(state) >= n })
+	t.Logf("initial sync of %d services: %v, %v requests", n, time.Since(start).Round(time.Millisecond), r.requests(t))
+	time.Sleep(2 * time.Second)
+	before := r.requests(t)
+	flipped := all[5*(n/2)]
+	flipped.Check = "critical"
+	start = time.Now()
+	register(t, a, flipped)
+	r.waitService(t, flipped.Service, "the flip", func(s model.Service) bool { return healthOf(s, flipped.ID) == model.Unhealthy })
+	t.Logf("health flip reported %v after the write", time.Since(start).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	t.Logf("HTTP requests for the flip: %v", r.requests(t)-before)
+
+	before = r.requests(t)
+	edited := all[5*(n/3)]
+	edited.Meta = map[string]string{"owner": "team-b"}
+	start = time.Now()
+	register(t, a, edited)
+	r.waitService(t, edited.Service, "the meta edit", func(s model.Service) bool {
+		i, _ := instance(s, edited.ID)
+		return i.Labels["owner"] == "team-b"
+	})
+	t.Logf("meta edit (a sweep) reported %v after the write", time.Since(start).Round(time.Millisecond))
+	time.Sleep(2 * time.Second)
+	t.Logf("HTTP requests for the meta edit: %v", r.requests(t)-before)
+}

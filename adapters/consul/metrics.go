@@ -1,0 +1,82 @@
+package consul
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the adapter's own; the core's (unreachable, records
+// rejected, services served) are on the same /metrics page.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	wakeups     *prometheus.CounterVec
+	refetched   *prometheus.CounterVec
+	resyncs     *prometheus.CounterVec
+	sweeps      *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
+	lastContact *prometheus.GaugeVec
+	stale       *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_requests_total",
+			Help: "HTTP requests to the Consul agent, by endpoint (catalog_services, health_state, health_service, catalog_datacenters, other) and result (2xx, 4xx, 5xx, error).",
+		}, []string{"endpoint", "result"}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_blocking_wakeups_total",
+			Help: "Blocking queries that returned, by signal (catalog, checks) and whether the index moved (changed, unchanged, reset).",
+		}, []string{"signal", "outcome"}),
+		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_services_fetched_total",
+			Help: "Per-service requests, by kind: fetch (all instances) or probe (index only, during a sweep).",
+		}, []string{"kind"}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_resyncs_total",
+			Help: "Full re-listings of a datacenter, by reason (start, index_reset, outage, datacenter_added).",
+		}, []string{"reason"}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_sweeps_total",
+			Help: "Index sweeps over every service of a datacenter, by reason (unattributed: the catalog changed and no signal said which service; periodic).",
+		}, []string{"reason"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_records_rejected_total",
+			Help: "Consul records skipped as malformed, by reason (address, port, name, other).",
+		}, []string{"reason"}),
+		lastContact: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_consul_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful request to each datacenter.",
+		}, []string{"datacenter"}),
+		stale: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_consul_stale",
+			Help: "1 while requests to the datacenter fail and its last good state is served.",
+		}, []string{"datacenter"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.rejected, m.lastContact, m.stale)
+	}
+	return m
+}
+
+func (m *metrics) request(endpoint, result string) {
+	m.requests.WithLabelValues(endpoint, result).Inc()
+}
+
+func (m *metrics) contact(dc string, ok bool) {
+	if ok {
+		m.lastContact.WithLabelValues(dcLabel(dc)).Set(float64(time.Now().UnixNano()) / 1e9)
+		m.stale.WithLabelValues(dcLabel(dc)).Set(0)
+	} else {
+		m.stale.WithLabelValues(dcLabel(dc)).Set(1)
+	}
+}
+
+// dcLabel names the agent's own datacenter (queried without ?dc=) "local".
+func dcLabel(dc string) string {
+	if dc == "" {
+		return "local"
+	}
+	return dc
+}

@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
+	"github.com/galleon-mesh/galleon/test/istiod"
+)
+
+// TestConsulToIstiod runs a real Consul agent, galleon-consul watching it
+// and a real istiod reading galleon-consul over MCP. Registry changes made
+// in Consul must reach istiod; a health flip must be an EDS-only update.
+func TestConsulToIstiod(t *testing.T) {
+	bin := galleonBinary(t, "galleon-consul")
+	agent := consultest.Start(t, consultest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	web := func(i int, check string) consultest.Instance {
+		return consultest.Instance{Node: fmt.Sprintf("node-%d", i), NodeAddress: fmt.Sprintf("10.20.0.%d", i),
+			ID: fmt.Sprintf("web-%d", i), Service: "web", Port: 8080,
+			Tags: []string{"version=v1"}, Meta: map[string]string{"protocol": "http"}, Check: check}
+	}
+	api := consultest.Instance{Node: "node-9", NodeAddress: "10.20.0.9", ID: "api-1", Service: "api",
+		Address: "10.30.0.1", Port: 9090, Meta: map[string]string{"protocol": "grpc"}, Check: "passing"}
+	if err := consultest.Register(ctx, agent, []consultest.Instance{web(1, "passing"), web(2, "passing"), api}); err != nil {
+		t.Fatal(err)
+	}
+
+	g := startGalleon(t, bin, "--consul-address", agent.HTTPAddr, "--debounce-quiet", "20ms")
+	ist := istiod.Start(t, istiod.Options{ConfigSources: []string{g.Addr}})
+
+	endpointsOf := func(name string, want ...string) func(map[string]serviceEntry) string {
+		return func(ses map[string]serviceEntry) string {
+			se, ok := ses["consul/"+name]
+			if !ok {
+				return "no consul/" + name
+			}
+			if got := se.endpoints(); !slices.Equal(got, want) {
+				return fmt.Sprintf("consul/%s endpoints %v, want %v", name, got, want)
+			}
+			return ""
+		}
+	}
+	ses := waitForServiceEntries(t, ctx, ist, "initial state", func(ses map[string]serviceEntry) string {
+		if m := endpointsOf("web", "10.20.0.1", "10.20.0.2")(ses); m != "" {
+			return m
+		}
+		return endpointsOf("api", "10.30.0.1")(ses)
+	})
+	if se := ses["consul/web"]; !slices.Equal(se.Spec.Hosts, []string{"web.service.consul"}) ||
+		len(se.Spec.Ports) != 1 || se.Spec.Ports[0].Number != 8080 || se.Spec.Ports[0].Protocol != "HTTP" {
+		t.Errorf("consul/web: hosts %v ports %+v", se.Spec.Hosts, se.Spec.Ports)
+	}
+	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	step := func(what string, change func() error, ok func(map[string]serviceEntry) string) float64 {
+		t.Helper()
+		before := counters
+		if err := change(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		waitForServiceEntries(t, ctx, ist, what, ok)
+		after, err := ist.WaitPushed(ctx, before)
+		if err != nil {
+			t.Fatalf("%s: istiod did not push: %v", what, err)
+		}
+		counters = after
+		t.Logf("%s: full pushes +%v, EDS updates +%v", what, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
+		return after.FullPushes - before.FullPushes
+	}
+
+	// A check turning critical takes the instance out: endpoints only, no full push.
+	if full := step("web-2 critical", func() error {
+		return consultest.Register(ctx, agent, []consultest.Instance{web(2, "critical")})
+	}, endpointsOf("web", "10.20.0.1")); full != 0 {
+		t.Errorf("a health flip caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+	// And back.
+	if full := step("web-2 passing again", func() error {
+		return consultest.Register(ctx, agent, []consultest.Instance{web(2, "passing")})
+	}, endpointsOf("web", "10.20.0.1", "10.20.0.2")); full != 0 {
+		t.Errorf("a health flip caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+	// A new service arrives.
+	step("register db", func() error {
+		return consultest.Register(ctx, agent, []consultest.Instance{{Node: "node-9", ID: "db-1", Service: "db",
+			Address: "10.40.0.1", Port: 5432, Check: "passing"}})
+	}, endpointsOf("db", "10.40.0.1"))
+	// A deregistered service goes away.
+	step("deregister api", func() error {
+		return agent.Do(ctx, "PUT", "/v1/catalog/deregister", map[string]string{"Node": "node-9", "ServiceID": "api-1"}, nil)
+	}, func(ses map[string]serviceEntry) string {
+		if _, ok := ses["consul/api"]; ok {
+			return "consul/api still served"
+		}
+		return ""
+	})
+}
