@@ -36,5 +36,5 @@ e2e: istiod ## end-to-end and conformance tests against a real istiod
 test: vet unit e2e ## every test: unit, protocol, conformance and end-to-end
 
 .PHONY: demo
-demo: ## galleon-file feeds a real istiod: see services, an endpoint change, a new port and a removal arrive (DEMO_KEEP=1 leaves it running)
+demo: ## galleon-file, then galleon-consul on a Consul agent, feed a real istiod: see services, endpoint changes, a new port, a failing health check and removals arrive (DEMO_KEEP=1 leaves it running)
 	scripts/demo.sh
