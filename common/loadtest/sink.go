@@ -201,7 +201,8 @@ const (
 	xdsHeader headerKind = iota
 	// mcpHeader: a legacy istio.mcp.v1alpha1.Resources. The version is field
 	// 1, the collection field 2 (kept in typeURL), the nonce field 5 and
-	// the incremental flag field 6 (a varint, absent when false).
+	// the incremental flag field 6 (a varint; proto3 encoders omit it when
+	// false, Galleon writes it before the resources).
 	mcpHeader
 )
 
@@ -210,6 +211,7 @@ type header struct {
 	kind                    headerKind
 	version, nonce, typeURL string
 	incremental             bool // mcpHeader only
+	sawIncremental          bool // the incremental field was on the wire
 	bytes                   int  // the whole message
 }
 
@@ -228,7 +230,7 @@ func (h *header) done() bool {
 	if h.version == "" || h.nonce == "" || h.typeURL == "" {
 		return false
 	}
-	return h.kind != mcpHeader || h.incremental
+	return h.kind != mcpHeader || h.sawIncremental
 }
 
 // headerCodec decodes *header values from the wire and leaves every other
@@ -264,7 +266,7 @@ func (h *header) decode(rd *mem.Reader) error {
 				return err
 			}
 			if h.kind == mcpHeader && num == mcpFieldIncremental {
-				h.incremental = v != 0
+				h.incremental, h.sawIncremental = v != 0, true
 			}
 			continue
 		case protowire.Fixed32Type, protowire.Fixed64Type:

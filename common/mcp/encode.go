@@ -78,10 +78,8 @@ func encodeHeader(version, collection, nonce string, incremental bool, removed [
 	}
 	b = protowire.AppendTag(b, fieldNonce, protowire.BytesType)
 	b = protowire.AppendString(b, nonce)
-	if incremental {
-		b = protowire.AppendTag(b, fieldIncremental, protowire.VarintType)
-		b = protowire.AppendVarint(b, 1)
-	}
+	b = protowire.AppendTag(b, fieldIncremental, protowire.VarintType)
+	b = protowire.AppendVarint(b, protowire.EncodeBool(incremental))
 	return b
 }
 

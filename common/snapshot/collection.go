@@ -2,7 +2,9 @@ package snapshot
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -211,17 +213,27 @@ func (c *Collection) with(seq uint64, upserts map[string]*Resource, removes map[
 }
 
 // mergeSorted rebuilds the by-name order: existing entries are replaced or
-// dropped in place, and the added ones (sorted names) merged in.
+// dropped in place, and the added ones (sorted names) merged in. The old
+// order is copied whole and the few changed names found by binary search,
+// so a change costs one copy of the slice, not a map lookup per resource.
 func mergeSorted(old []*Resource, upserts map[string]*Resource, removes map[string]struct{}, added []string, size int) []*Resource {
-	kept := make([]*Resource, 0, size)
-	for _, r := range old {
-		if _, gone := removes[r.Name]; gone {
-			continue
+	find := func(name string) (int, bool) {
+		return slices.BinarySearchFunc(old, name, func(r *Resource, n string) int { return strings.Compare(r.Name, n) })
+	}
+	kept := make([]*Resource, len(old), max(size, len(old)))
+	copy(kept, old)
+	for name, r := range upserts {
+		if i, ok := find(name); ok {
+			kept[i] = r
 		}
-		if u, ok := upserts[r.Name]; ok {
-			r = u
+	}
+	if len(removes) > 0 {
+		for name := range removes {
+			if i, ok := find(name); ok {
+				kept[i] = nil
+			}
 		}
-		kept = append(kept, r)
+		kept = slices.DeleteFunc(kept, func(r *Resource) bool { return r == nil })
 	}
 	if len(added) == 0 {
 		return kept
