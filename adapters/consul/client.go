@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 	"github.com/hashicorp/go-cleanhttp"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // neverMatches is a filter no instance matches: a probe with it returns an
@@ -88,6 +90,14 @@ func newClient(cfg Config, m *metrics) (*client, error) {
 		ac.Address = "consul"
 		ac.Scheme = "http"
 	}
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: conn, m: m}, nil
+	}
 	if ac.Scheme == "https" || strings.HasPrefix(ac.Address, "https://") {
 		tlsCfg, err := api.SetupTLSConfig(&ac.TLSConfig)
 		if err != nil {
@@ -148,13 +158,16 @@ func (c *client) services(ctx context.Context, dc string, index uint64) (map[str
 	return out, meta.LastIndex, meta.ResultsFilteredByACLs, nil
 }
 
-// checks lists every check.
-func (c *client) checks(ctx context.Context, dc string, index uint64) (api.HealthChecks, uint64, error) {
+// checks lists the checks in one state: api.HealthAny (every check), or
+// api.HealthCritical or api.HealthWarning, which Consul answers from its
+// status index (about 1 ms at 50,000 checks, where a filter on every check
+// takes 40 ms). Whatever the state, the index is the whole checks table's.
+func (c *client) checks(ctx context.Context, dc string, index uint64, state string) (api.HealthChecks, uint64, error) {
 	q, cancel := c.query(ctx, dc, index)
 	defer cancel()
-	out, meta, err := c.api.Health().State(api.HealthAny, q)
+	out, meta, err := c.api.Health().State(state, q)
 	if err != nil {
-		return nil, 0, explain("GET /v1/health/state/any", dc, err)
+		return nil, 0, explain("GET /v1/health/state/"+state, dc, err)
 	}
 	return out, meta.LastIndex, nil
 }
@@ -218,7 +231,39 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		result = strconv.Itoa(resp.StatusCode/100) + "xx"
 	}
 	t.m.request(endpoint, result)
+	if err == nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, c: t.m.bodyBytes.WithLabelValues(endpoint)}
+	}
 	return resp, err
+}
+
+// countingBody counts the decoded bytes of a response body.
+type countingBody struct {
+	io.ReadCloser
+	c prometheus.Counter
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.c.Add(float64(n))
+	}
+	return n, err
+}
+
+// countingConn counts the bytes read from a connection to the agent: what
+// crossed the wire, compressed bodies and headers included.
+type countingConn struct {
+	net.Conn
+	m *metrics
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.m.wireBytes.Add(float64(n))
+	}
+	return n, err
 }
 
 // endpointOf names the endpoint of a path without the service name, so

@@ -2,10 +2,16 @@ package consul_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +251,63 @@ func TestChanges(t *testing.T) {
 	})
 }
 
+// TestNodeCheck follows node-level checks (no service: serfHealth, or one
+// registered on the node), which make every instance on their node
+// unhealthy, and checks deleted while failing.
+func TestNodeCheck(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a,
+		consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "web-1", Service: "web", Port: 80, Check: "passing"},
+		consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "api-1", Service: "api", Port: 80},
+		consultest.Instance{Node: "n2", NodeAddress: "10.0.0.2", ID: "web-2", Service: "web", Port: 80, Check: "passing"},
+		consultest.Instance{Node: "n2", NodeAddress: "10.0.0.2", ID: "db-1", Service: "db", Port: 5432, Check: "passing"})
+	r := run(t, testConfig(a))
+	r.waitService(t, "web", "the initial listing", func(s model.Service) bool { return len(s.Instances) == 2 })
+	nodeCheck := func(status string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Do(ctx, "PUT", "/v1/catalog/register", map[string]any{"Node": "n1", "Address": "10.0.0.1",
+			"Check": map[string]any{"CheckID": "node-disk", "Name": "disk", "Status": status}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleteCheck := func(node, id string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Do(ctx, "PUT", "/v1/catalog/deregister", map[string]any{"Node": node, "CheckID": id}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onN1 := func(want model.Health) {
+		t.Helper()
+		r.waitService(t, "web", fmt.Sprintf("web-1 health %d", want), func(s model.Service) bool {
+			return healthOf(s, "web-1") == want && healthOf(s, "web-2") == model.Healthy
+		})
+		r.waitService(t, "api", fmt.Sprintf("api-1 health %d", want), func(s model.Service) bool { return healthOf(s, "api-1") == want })
+	}
+
+	nodeCheck("passing") // a new passing check on the node changes nothing served
+	nodeCheck("critical")
+	onN1(model.Unhealthy)
+	if got := healthOf(r.rec.State()[model.ServiceKey{Namespace: consul.DefaultNamespace, Name: "db"}], "db-1"); got != model.Healthy {
+		t.Errorf("db-1 on the other node: %v, want healthy", got)
+	}
+	nodeCheck("passing")
+	onN1(model.Healthy)
+	nodeCheck("critical")
+	onN1(model.Unhealthy)
+	deleteCheck("n1", "node-disk") // deleted while failing: out of the failing set
+	onN1(model.Healthy)
+
+	// A service check deleted while failing (the instance stays).
+	register(t, a, consultest.Instance{Node: "n2", NodeAddress: "10.0.0.2", ID: "db-1", Service: "db", Port: 5432, Check: "critical"})
+	r.waitService(t, "db", "db-1 unhealthy", func(s model.Service) bool { return healthOf(s, "db-1") == model.Unhealthy })
+	deleteCheck("n2", "service:db-1")
+	r.waitService(t, "db", "db-1 healthy without its check", func(s model.Service) bool { return healthOf(s, "db-1") == model.Healthy })
+}
+
 // TestRequestsPerChange registers 300 services and counts the HTTP
 // requests one instance change costs: a few, whatever the number of
 // services (one signal wakes, one service is fetched, the signal is armed
@@ -269,16 +332,50 @@ func TestRequestsPerChange(t *testing.T) {
 	settle := func() { time.Sleep(1500 * time.Millisecond) }
 	settle()
 
+	checksBytes := func() float64 { return r.counter(t, "galleon_consul_response_bytes_total", "endpoint", "health_state") }
+	full := checksBytes() // the first listing: every check
+	for i, status := range []string{"critical", "passing"} {
+		before, beforeBytes := r.requests(t), checksBytes()
+		flipped := all[123]
+		flipped.Check = status
+		register(t, a, flipped)
+		want := model.Unhealthy
+		if status == "passing" {
+			want = model.Healthy
+		}
+		r.waitService(t, "svc-123", "the health flip", func(s model.Service) bool { return s.Instances[0].Health == want })
+		settle()
+		flip, read := r.requests(t)-before, checksBytes()-beforeBytes
+		t.Logf("health flip #%d with %d services: %v HTTP requests, %.0f bytes of checks read (the full listing: %.0f)", i+1, n, flip, read, full)
+		if flip > 4 {
+			t.Errorf("one health flip cost %v requests; want at most 4 (signal, fetch, and re-armed signals)", flip)
+		}
+		// Only the failing checks are listed, whatever the number of
+		// passing ones.
+		if read > full/10 {
+			t.Errorf("one health flip read %.0f bytes of checks; want a fraction of the %.0f of every check", read, full)
+		}
+	}
+
 	before := r.requests(t)
-	flipped := all[123]
-	flipped.Check = "critical"
-	register(t, a, flipped)
-	r.waitService(t, "svc-123", "the health flip", func(s model.Service) bool { return s.Instances[0].Health == model.Unhealthy })
+	added := all[7]
+	added.ID = "svc-7-2"
+	register(t, a, added)
+	r.waitService(t, "svc-7", "the new checked instance", func(s model.Service) bool { return len(s.Instances) == 2 })
 	settle()
-	flip := r.requests(t) - before
-	t.Logf("HTTP requests for one health flip with %d services: %v", n, flip)
-	if flip > 4 {
-		t.Errorf("one health flip cost %v requests; want at most 4 (signal, fetch, and re-armed signals)", flip)
+	reg := r.requests(t) - before
+	t.Logf("HTTP requests for a checked instance registered next to another with %d services: %v (sweeps: %v)", n, reg, r.counter(t, "galleon_consul_sweeps_total"))
+	if reg > 6 {
+		t.Errorf("registering a checked instance cost %v requests; want at most 6 (the catalog and checks signals, the checks index, one full checks listing, a fetch), not a sweep", reg)
+	}
+	before = r.requests(t)
+	deregister(t, a, added.Node, added.ID)
+	r.waitService(t, "svc-7", "the checked instance deregistered", func(s model.Service) bool { return len(s.Instances) == 1 })
+	settle()
+	dereg := r.requests(t) - before
+	t.Logf("HTTP requests for a checked instance deregistered with %d services: %v (sweeps: %v)", n, dereg, r.counter(t, "galleon_consul_sweeps_total"))
+	if dereg > 6 {
+		t.Errorf("deregistering a checked instance cost %v requests; want at most 6, not a sweep", dereg)
 	}
 
 	before = r.requests(t)
@@ -456,8 +553,13 @@ func countOps(rec *registrytest.Recorder, op registrytest.Op) int {
 
 // TestScale is the issue's scale check, run on demand
 // (GALLEON_CONSUL_SCALE=10000): N services x 5 instances with a check each
-// against an agent with default limits; it logs the initial sync time,
-// the HTTP requests and the latency of one health flip.
+// against an agent with default limits. It logs the initial sync (time
+// from Run to the listing served, and requests) and, for each kind of
+// change, the median over a few repetitions of: the time from the Consul
+// write returning to the sink receiving the report, the HTTP requests,
+// and the bytes received (on the wire, and decoded). With
+// GALLEON_CONSUL_BINARY=<path to galleon-consul> it also runs that binary
+// against the loaded agent and logs its resident memory.
 func TestScale(t *testing.T) {
 	n := 0
 	if _, err := fmt.Sscan(os.Getenv("GALLEON_CONSUL_SCALE"), &n); err != nil || n <= 0 {
@@ -480,28 +582,197 @@ func TestScale(t *testing.T) {
 	start = time.Now()
 	r := run(t, cfg)
 	r.rec.WaitFor(t, 5*time.Minute, func(state map[model.ServiceKey]model.Service) bool { return len(state) >= n })
-	t.Logf("initial sync of %d services: %v, %v requests", n, time.Since(start).Round(time.Millisecond), r.requests(t))
-	time.Sleep(2 * time.Second)
-	before := r.requests(t)
-	flipped := all[5*(n/2)]
-	flipped.Check = "critical"
-	start = time.Now()
-	register(t, a, flipped)
-	r.waitService(t, flipped.Service, "the flip", func(s model.Service) bool { return healthOf(s, flipped.ID) == model.Unhealthy })
-	t.Logf("health flip reported %v after the write", time.Since(start).Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	t.Logf("HTTP requests for the flip: %v", r.requests(t)-before)
+	syncs := []float64{float64(time.Since(start).Milliseconds())}
+	t.Logf("initial sync of %d services: %v, %v requests, %.1f MB received (%.1f MB decoded)", n, time.Since(start).Round(time.Millisecond),
+		r.requests(t), r.counter(t, "galleon_consul_received_bytes_total")/1e6, r.counter(t, "galleon_consul_response_bytes_total")/1e6)
+	r.settle(t)
+	for range 2 {
+		start := time.Now()
+		again := run(t, cfg)
+		again.rec.WaitFor(t, 5*time.Minute, func(state map[model.ServiceKey]model.Service) bool { return len(state) >= n })
+		syncs = append(syncs, float64(time.Since(start).Milliseconds()))
+		again.cancel()
+		again.settle(t)
+	}
+	t.Logf("initial sync (median of %d Runs): %.0f ms; %v ms", len(syncs), median(syncs), syncs)
 
-	before = r.requests(t)
-	edited := all[5*(n/3)]
-	edited.Meta = map[string]string{"owner": "team-b"}
-	start = time.Now()
-	register(t, a, edited)
-	r.waitService(t, edited.Service, "the meta edit", func(s model.Service) bool {
-		i, _ := instance(s, edited.ID)
-		return i.Labels["owner"] == "team-b"
+	// What the checks queries cost the agent and the client, directly
+	// (Go's client asks for gzip, as the adapter's does).
+	for _, q := range []string{"?filter=" + url.QueryEscape(`Status != "passing"`), ""} {
+		var took []float64
+		size := 0
+		for range 5 {
+			start := time.Now()
+			resp, err := http.Get(a.URL() + "/v1/health/state/any" + q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var checks []map[string]any
+			err = json.NewDecoder(resp.Body).Decode(&checks)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			took = append(took, float64(time.Since(start).Microseconds())/1000)
+			size = len(checks)
+		}
+		t.Logf("GET /v1/health/state/any%s: %d checks, %.0f ms to read and decode (median of 5; %v)", q, size, median(took), took)
+	}
+
+	// measure runs change(i) reps times; each is served once cond(i)
+	// holds for the service it names.
+	measure := func(what string, reps int, change func(i int) (svc string, cond func(model.Service) bool)) {
+		t.Helper()
+		var lat, reqs, wire, body []float64
+		for i := range reps {
+			r0, w0, b0 := r.requests(t), r.counter(t, "galleon_consul_received_bytes_total"), r.counter(t, "galleon_consul_response_bytes_total")
+			svc, cond := change(i) // returns once the write returned
+			start := time.Now()
+			r.waitService(t, svc, what, cond)
+			lat = append(lat, float64(time.Since(start).Microseconds())/1000)
+			r.settle(t)
+			reqs = append(reqs, r.requests(t)-r0)
+			wire = append(wire, r.counter(t, "galleon_consul_received_bytes_total")-w0)
+			body = append(body, r.counter(t, "galleon_consul_response_bytes_total")-b0)
+		}
+		t.Logf("%s (median of %d): served %.0f ms after the write, %v requests, %.1f KB received (%.1f KB decoded); latencies %v ms, requests %v",
+			what, reps, median(lat), median(reqs), median(wire)/1e3, median(body)/1e3, lat, reqs)
+	}
+	flipped := all[5*(n/2)]
+	measure("health flip", 6, func(i int) (string, func(model.Service) bool) {
+		want := model.Unhealthy
+		flipped.Check = "critical"
+		if i%2 == 1 {
+			flipped.Check, want = "passing", model.Healthy
+		}
+		register(t, a, flipped)
+		return flipped.Service, func(s model.Service) bool { return healthOf(s, flipped.ID) == want }
 	})
-	t.Logf("meta edit (a sweep) reported %v after the write", time.Since(start).Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	t.Logf("HTTP requests for the meta edit: %v", r.requests(t)-before)
+	added := func(i int) consultest.Instance {
+		in := all[5*(n/4+i)]
+		in.ID = fmt.Sprintf("%s-new", in.Service)
+		return in
+	}
+	measure("checked instance registered", 3, func(i int) (string, func(model.Service) bool) {
+		in := added(i)
+		register(t, a, in)
+		return in.Service, func(s model.Service) bool { return len(s.Instances) == 6 }
+	})
+	measure("checked instance deregistered", 3, func(i int) (string, func(model.Service) bool) {
+		in := added(i)
+		deregister(t, a, in.Node, in.ID)
+		return in.Service, func(s model.Service) bool { return len(s.Instances) == 5 }
+	})
+	measure("meta edit (a sweep)", 3, func(i int) (string, func(model.Service) bool) {
+		in := all[5*(n/3+i)]
+		in.Meta = map[string]string{"owner": "team-b"}
+		register(t, a, in)
+		return in.Service, func(s model.Service) bool {
+			inst, _ := instance(s, in.ID)
+			return inst.Labels["owner"] == "team-b"
+		}
+	})
+
+	if bin := os.Getenv("GALLEON_CONSUL_BINARY"); bin != "" {
+		scaleRSS(t, bin, a, n)
+	}
+}
+
+// settle waits until no request has been made for a second (a sweep, the
+// re-armed signals), at most 60 s.
+func (r *running) settle(t *testing.T) {
+	t.Helper()
+	last := r.requests(t)
+	for range 60 {
+		time.Sleep(time.Second)
+		now := r.requests(t)
+		if now == last {
+			return
+		}
+		last = now
+	}
+}
+
+// counter sums a counter over its labels, or with label and value only
+// where that label has that value.
+func (r *running) counter(t *testing.T, name string, labelValue ...string) float64 {
+	t.Helper()
+	mfs, err := r.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			if len(labelValue) == 2 {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == labelValue[0] && l.GetValue() != labelValue[1] {
+						continue metrics
+					}
+				}
+			}
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// scaleRSS runs galleon-consul against the loaded agent until it serves
+// n services, and logs its resident memory then and after a minute idle.
+func scaleRSS(t *testing.T, bin string, a *consultest.Agent, n int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--consul-address", a.HTTPAddr, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:16914")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		resp, err := http.Get("http://127.0.0.1:16914/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("galleon-consul not ready after 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	status := func() string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if err != nil {
+			return err.Error()
+		}
+		var out []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS") || strings.HasPrefix(l, "VmHWM") {
+				out = append(out, strings.Join(strings.Fields(l), " "))
+			}
+		}
+		return strings.Join(out, ", ")
+	}
+	t.Logf("galleon-consul ready with %d services after %v: %s", n, time.Since(start).Round(time.Millisecond), status())
+	time.Sleep(30 * time.Second)
+	t.Logf("galleon-consul after 30 s idle: %s", status())
 }

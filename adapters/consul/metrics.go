@@ -14,9 +14,12 @@ type metrics struct {
 	refetched   *prometheus.CounterVec
 	resyncs     *prometheus.CounterVec
 	sweeps      *prometheus.CounterVec
+	listings    prometheus.Counter
 	rejected    *prometheus.CounterVec
 	lastContact *prometheus.GaugeVec
 	stale       *prometheus.GaugeVec
+	bodyBytes   *prometheus.CounterVec
+	wireBytes   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -27,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"endpoint", "result"}),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_blocking_wakeups_total",
-			Help: "Blocking queries that returned, by signal (catalog, checks) and whether the index moved (changed, unchanged, reset).",
+			Help: "Blocking queries that returned, by signal (catalog; critical and warning: the failing checks) and whether the index moved (changed, unchanged, reset).",
 		}, []string{"signal", "outcome"}),
 		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_services_fetched_total",
@@ -41,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "galleon_consul_sweeps_total",
 			Help: "Index sweeps over every service of a datacenter, by reason (unattributed: the catalog changed and no signal said which service; periodic).",
 		}, []string{"reason"}),
+		listings: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_consul_check_listings_total",
+			Help: "Non-blocking listings of every check, read to attribute a catalog change that changed no name or tag (a checked instance registered or deregistered) to its service.",
+		}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_records_rejected_total",
 			Help: "Consul records skipped as malformed, by reason (address, port, name, other).",
@@ -53,9 +60,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "galleon_consul_stale",
 			Help: "1 while requests to the datacenter fail and its last good state is served.",
 		}, []string{"datacenter"}),
+		bodyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_consul_response_bytes_total",
+			Help: "Bytes of response bodies read from the Consul agent, decoded (after gzip), by endpoint.",
+		}, []string{"endpoint"}),
+		wireBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_consul_received_bytes_total",
+			Help: "Bytes read from the connections to the Consul agent, as on the wire (gzip-compressed bodies, headers included).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.rejected, m.lastContact, m.stale)
+		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.listings, m.rejected, m.lastContact, m.stale, m.bodyBytes, m.wireBytes)
 	}
 	return m
 }

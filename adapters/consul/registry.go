@@ -6,22 +6,36 @@
 // # Watching
 //
 // One long-poll per service would hit the agent's limit of 200 HTTP
-// connections per client at 200 services. Instead, per datacenter, two
+// connections per client at 200 services. Instead, per datacenter, three
 // blocking queries are change signals:
 //
 //   - /v1/catalog/services (names and tags) says which services appeared,
 //     disappeared or changed tags;
-//   - /v1/health/state/any (every check, with its service and ModifyIndex)
-//     says which services had a check created, changed or removed: health
-//     flips, and registrations and deregistrations of checked instances.
+//   - /v1/health/state/critical and /v1/health/state/warning list the
+//     failing checks, from Consul's status index (about a millisecond at
+//     50,000 checks): a check that enters or leaves either set is a health
+//     flip (or a failing check created or deleted), and names its service,
+//     or for a node check every service on the node. Their responses are
+//     as small as the sets of failing checks, not the 16 MiB of all 50,000
+//     checks at 10,000 services x 5 instances. They start from a listing of
+//     every check, read once per (re)start.
 //
 // Only the services a signal names are fetched, with
 // /v1/health/service/<name> (every instance, healthy or not), at most
-// Config.FetchConcurrency at a time over all datacenters. A catalog change
-// that neither signal attributes to a service (a port, meta, address or
-// weight edit of an instance whose checks did not change; a check-less
-// instance registered next to others with the same tags) is caught by a
-// sweep: every service is probed for its X-Consul-Index with a filter that
+// Config.FetchConcurrency at a time over all datacenters.
+//
+// A catalog change that changes no name or tag is attributed through the
+// checks: an agent writes a service together with its checks, so a checked
+// instance registered or deregistered, or retagged, wrote a check in the
+// same raft index. Passing checks are in neither signal, so the adapter
+// reads the checks table's index (a non-blocking /v1/health/state/critical:
+// every state shares it) and, if a check was written at or after the
+// catalog change's index, every check once, diffed against the last full
+// listing: the checks created or rewritten at that index, or deleted when
+// the table's index is that one, name the service. When no check was written there (a port,
+// meta, address or weight edit of an instance whose checks did not change;
+// a check-less instance), or nothing attributes the change, a sweep finds
+// it: every service is probed for its X-Consul-Index with a filter that
 // matches no instance (an empty body), and only those whose index moved
 // are fetched. Such sweeps run at most once per Config.SweepInterval, and
 // every Config.Resync in any case, because node changes (a node's address)
@@ -66,9 +80,6 @@ const (
 	// signal after a change, as Consul's documentation recommends: a
 	// burst of check updates costs a few listings, not one per update.
 	pollGap = 200 * time.Millisecond
-	// explainGrace is how long a catalog change waits for the checks
-	// signal to attribute it before a sweep looks for it.
-	explainGrace = time.Second
 )
 
 // Registry is a registry.Registry that watches Consul. It holds only
@@ -147,7 +158,9 @@ type event struct {
 	err      error
 	names    map[string][]string // catalogEvent
 	filtered bool                // catalogEvent: ACLs hid some of it
-	checks   api.HealthChecks    // checksEvent
+	checks   api.HealthChecks    // checksEvent, explainEvent
+	status   string              // checksEvent: the state listed (api.HealthAny: every check)
+	full     bool                // explainEvent: every check (else the table's index)
 	name     string              // fetchEvent
 	probe    bool                // fetchEvent
 	final    bool                // fetchEvent: the job is over (else a failed attempt)
@@ -162,6 +175,7 @@ const (
 	checksEvent
 	fetchEvent
 	dcsEvent
+	explainEvent // a full checks listing, read to attribute catalog changes
 )
 
 // job is one per-service request: a fetch, or a probe of its index.
@@ -188,8 +202,10 @@ type dcWatch struct {
 	catalogIndex uint64
 	names        map[string][]string // service name -> tags, as last listed
 	checksSeen   bool
-	checksIndex  uint64
-	checks       map[string]checkInfo // node/checkID -> check
+	checks       map[string]checkInfo            // node/checkID -> check: the last full listing, kept current by the signals
+	unhealthy    map[string]map[string]checkInfo // state -> node/checkID -> check: the failing checks, as last signalled
+	explaining   bool                            // an attribution (the checks index, maybe every check) is in flight
+	explainAgain bool                            // and another is wanted after it
 	svcs         map[string]*dcService
 	awaiting     map[string]bool // fetches the current listing waits for
 	listed       bool
@@ -199,10 +215,14 @@ type dcWatch struct {
 	failing map[string]error // by source: catalog, checks, fetch
 	outage  bool             // a signal failed: list again once it is back
 
-	unexplained map[uint64]bool // catalog indexes no signal attributed yet
+	unexplained map[uint64]bool // catalog indexes not attributed yet
 	lastSweep   time.Time
 	sweepDue    bool // a sweep waits for SweepInterval to pass
 }
+
+// statusLeft marks a held check that left a failing set: passing now, or
+// deleted.
+const statusLeft = "(left)"
 
 type checkInfo struct {
 	service, node, status string
@@ -251,9 +271,7 @@ type watch struct {
 	replacePending bool
 	unreachable    bool
 
-	explainTimer *time.Timer
-	explainArmed bool
-	sweepTimer   *time.Timer
+	sweepTimer *time.Timer
 }
 
 func (w *watch) loop() {
@@ -273,9 +291,6 @@ func (w *watch) loop() {
 			w.addDC(dc, "start")
 		}
 	}
-	w.explainTimer = time.NewTimer(time.Hour)
-	w.explainTimer.Stop()
-	defer w.explainTimer.Stop()
 	w.sweepTimer = time.NewTimer(time.Hour)
 	w.sweepTimer.Stop()
 	defer w.sweepTimer.Stop()
@@ -301,14 +316,6 @@ func (w *watch) loop() {
 			w.idle--
 		case ev := <-w.events:
 			w.handle(ev)
-		case <-w.explainTimer.C:
-			w.explainArmed = false
-			for _, d := range w.dcs {
-				if len(d.unexplained) > 0 {
-					clear(d.unexplained)
-					w.sweep(d, "unattributed")
-				}
-			}
 		case <-w.sweepTimer.C:
 			for _, d := range w.dcs {
 				if d.sweepDue {
@@ -349,23 +356,49 @@ func (w *watch) send(ev event) bool {
 // ---------------------------------------------------------------------------
 // Goroutines: signals, fetch workers, datacenter list.
 
+// pollChecks lists every check of one datacenter generation (the baseline
+// the failing-check signals are diffed against and catalog changes
+// attributed with), then runs the critical and warning signals from that
+// listing's index until its context ends.
+func (w *watch) pollChecks(ctx context.Context, dc string, gen int) {
+	bo := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	for {
+		checks, idx, err := w.c.checks(ctx, dc, 0, api.HealthAny)
+		if ctx.Err() != nil {
+			return
+		}
+		if !w.send(event{kind: checksEvent, dc: dc, gen: gen, status: api.HealthAny, checks: checks, index: idx, err: err}) {
+			return
+		}
+		if err == nil {
+			// An index of 0 would make every query return at once.
+			index := max(idx, 1)
+			w.goFunc(func() { w.poll(ctx, dc, gen, checksEvent, api.HealthWarning, index) })
+			w.poll(ctx, dc, gen, checksEvent, api.HealthCritical, index)
+			return
+		}
+		if !sleep(ctx, bo.next()) {
+			return
+		}
+	}
+}
+
 // poll runs one blocking-query signal of one datacenter generation until
-// its context ends.
-func (w *watch) poll(ctx context.Context, dc string, gen int, kind eventKind) {
-	var index uint64
+// its context ends: the catalog, or the checks in one state from index.
+func (w *watch) poll(ctx context.Context, dc string, gen int, kind eventKind, state string, index uint64) {
 	bo := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	signal := "catalog"
 	if kind == checksEvent {
-		signal = "checks"
+		signal = state
 	}
 	for {
-		ev := event{kind: kind, dc: dc, gen: gen}
+		ev := event{kind: kind, dc: dc, gen: gen, status: state}
 		var idx uint64
 		var err error
 		if kind == catalogEvent {
 			ev.names, idx, ev.filtered, err = w.c.services(ctx, dc, index)
 		} else {
-			ev.checks, idx, err = w.c.checks(ctx, dc, index)
+			ev.checks, idx, err = w.c.checks(ctx, dc, index, state)
 		}
 		if ctx.Err() != nil {
 			return
@@ -443,6 +476,31 @@ func (w *watch) worker() {
 				return
 			}
 			break
+		}
+	}
+}
+
+// listChecks reads, once (non-blocking), every check of a datacenter with
+// full, else only the checks table's index (with the critical checks,
+// which Consul lists from an index), retrying until it succeeds or the
+// datacenter's context ends.
+func (w *watch) listChecks(ctx context.Context, dc string, gen int, full bool) {
+	bo := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
+	state := api.HealthCritical
+	if full {
+		state = api.HealthAny
+	}
+	for {
+		checks, idx, err := w.c.checks(ctx, dc, 0, state)
+		if ctx.Err() != nil {
+			return
+		}
+		ev := event{kind: explainEvent, dc: dc, gen: gen, full: full, checks: checks, index: idx, err: err, final: err == nil}
+		if !w.send(ev) || (err != nil && !sleep(ctx, bo.next())) {
+			return
+		}
+		if err == nil {
+			return
 		}
 	}
 }
@@ -530,7 +588,7 @@ func (w *watch) handle(ev event) {
 		case catalogEvent:
 			src = "catalog"
 		case checksEvent:
-			src = "checks"
+			src = "checks/" + ev.status
 		}
 		w.failed(d, src, ev.err)
 		return
@@ -548,8 +606,11 @@ func (w *watch) handle(ev event) {
 		}
 		w.handleCatalog(d, ev)
 	case checksEvent:
-		w.ok(d, "checks")
+		w.ok(d, "checks/"+ev.status)
 		w.handleChecks(d, ev)
+	case explainEvent:
+		w.ok(d, "fetch")
+		w.handleExplain(d, ev)
 	case fetchEvent:
 		w.ok(d, "fetch")
 		w.handleFetch(d, ev)
@@ -638,8 +699,9 @@ func (w *watch) resync(d *dcWatch, reason string) {
 	d.gen++
 	d.ctx, d.cancel = context.WithCancel(w.ctx)
 	d.catalogSeen, d.checksSeen, d.listed = false, false, false
-	d.catalogIndex, d.checksIndex = 0, 0
+	d.catalogIndex = 0
 	d.unexplained = map[uint64]bool{}
+	d.explaining, d.explainAgain = false, false
 	d.awaiting = map[string]bool{}
 	clear(d.failing)
 	d.outage = false
@@ -649,8 +711,8 @@ func (w *watch) resync(d *dcWatch, reason string) {
 	w.dropQueued(d.name)
 	w.replacePending = true
 	ctx, gen, name := d.ctx, d.gen, d.name
-	w.goFunc(func() { w.poll(ctx, name, gen, catalogEvent) })
-	w.goFunc(func() { w.poll(ctx, name, gen, checksEvent) })
+	w.goFunc(func() { w.poll(ctx, name, gen, catalogEvent, "", 0) })
+	w.goFunc(func() { w.pollChecks(ctx, name, gen) })
 }
 
 func (w *watch) dropQueued(dc string) {
@@ -722,26 +784,35 @@ func (w *watch) handleCatalog(d *dcWatch, ev event) {
 	d.names, d.catalogIndex = ev.names, ev.index
 	if moved && !changed && !w.attribute(d, ev.index) {
 		d.unexplained[ev.index] = true
-		if !w.explainArmed {
-			// Not pushed back by later changes: under a steady stream
-			// of them, sweeps still come.
-			w.explainArmed = true
-			w.explainTimer.Reset(explainGrace)
+		if d.checksSeen {
+			// A passing check (in neither signal) may have been
+			// written or deleted at this index.
+			w.explain(d)
 		}
 	}
 }
 
-// attribute fetches the services whose checks were written in the raft
-// transaction at index (an agent syncs a service together with its checks,
-// and a catalog registration carries them in the same write), and reports
-// whether the checks signal accounts for that write at all.
+// explain reads the checks table's index, then if needed every check, to
+// attribute the unexplained catalog indexes (see handleExplain).
+func (w *watch) explain(d *dcWatch) {
+	if d.explaining {
+		d.explainAgain = true
+		return
+	}
+	d.explaining = true
+	ctx, gen, name := d.ctx, d.gen, d.name
+	w.goFunc(func() { w.listChecks(ctx, name, gen, false) })
+}
+
+// attribute fetches the services whose checks, as known, were created or
+// written in the raft transaction at index (an agent syncs a service
+// together with its checks, and a catalog registration carries them in the
+// same write), and reports whether there were any.
 func (w *watch) attribute(d *dcWatch, index uint64) bool {
 	if !d.checksSeen {
 		return false
 	}
-	// A check deleted at index: its service was fetched when the check
-	// disappeared from the listing.
-	found := d.checksIndex == index
+	found := false
 	nodes := map[string]bool{}
 	for _, c := range d.checks {
 		if c.createIndex != index && c.modify != index {
@@ -788,49 +859,161 @@ func (w *watch) handleChecks(d *dcWatch, ev event) {
 		w.resync(d, "index_reset")
 		return
 	}
-	first := !d.checksSeen
-	checks := make(map[string]checkInfo, len(ev.checks))
-	for _, c := range ev.checks {
-		checks[c.Node+"/"+c.CheckID] = checkInfo{service: c.ServiceName, node: c.Node, status: c.Status,
-			createIndex: c.CreateIndex, modify: c.ModifyIndex}
-	}
 	dirtyNodes := map[string]bool{}
-	touch := func(c checkInfo) {
-		if c.service == "" {
-			dirtyNodes[c.node] = true // a node check: every service on the node
-		} else if _, ok := d.names[c.service]; ok {
-			w.enqueue(d, c.service, true)
-		}
-	}
-	for k, c := range checks {
-		old, ok := d.checks[k]
-		switch {
-		case first:
+	if ev.status == api.HealthAny {
+		// The first listing of this generation: every check.
+		checks := checkMap(ev.checks)
+		d.unhealthy = map[string]map[string]checkInfo{api.HealthCritical: {}, api.HealthWarning: {}}
+		for k, c := range checks {
 			// Fetches of this listing may have raced the check: a
 			// service's index is at least that of its checks' writes.
 			if s := d.svcs[c.service]; s != nil && s.index > 0 && s.index < c.modify {
-				touch(c)
+				w.touch(d, c, dirtyNodes)
 			}
-		case !ok || old.status != c.status || old.service != c.service:
-			// A check rewritten with the same status (its output
-			// changed, or the tags it copies, which the catalog signal
-			// reports) changes nothing served: no fetch.
-			touch(c)
+			if set := d.unhealthy[c.status]; set != nil {
+				set[k] = c
+			}
 		}
-	}
-	for k, old := range d.checks {
-		if _, ok := checks[k]; !ok {
-			touch(old)
+		d.checks, d.checksSeen = checks, true
+	} else {
+		// The checks in one failing state: one that enters or leaves
+		// the set is a health flip (or a failing check created or
+		// deleted). A check rewritten in the same state (its output
+		// changed) changes nothing served.
+		set, prev := checkMap(ev.checks), d.unhealthy[ev.status]
+		for k, c := range set {
+			if old, ok := prev[k]; !ok || old.service != c.service {
+				w.touch(d, c, dirtyNodes)
+			}
+			d.checks[k] = c
 		}
+		for k, old := range prev {
+			if _, ok := set[k]; !ok {
+				w.touch(d, old, dirtyNodes)
+				// Passing now, or deleted (its service is fetched
+				// either way): which, and when, is not known.
+				if held, ok := d.checks[k]; ok && held.status == ev.status {
+					held.status = statusLeft
+					d.checks[k] = held
+				}
+			}
+		}
+		d.unhealthy[ev.status] = set
 	}
 	w.fetchOnNodes(d, dirtyNodes)
-	d.checks, d.checksIndex, d.checksSeen = checks, ev.index, true
 	for index := range d.unexplained {
 		if w.attribute(d, index) {
 			delete(d.unexplained, index)
 		}
 	}
+	if ev.status == api.HealthAny && len(d.unexplained) > 0 {
+		w.explain(d) // catalog changes seen before this baseline
+	}
 	w.checkListed(d)
+}
+
+// handleExplain settles the unexplained catalog indexes. First from the
+// checks table's index: a catalog index above it wrote no check, and is
+// left to a sweep. Then, if any is at or below it, from a full listing
+// diffed against the last one: the services whose checks were created,
+// changed or removed since are fetched; an index a check was created or
+// written at is attributed, and so is the table's own index if a check was
+// deleted (the table's index is that of its last write); the others are
+// left to a sweep.
+func (w *watch) handleExplain(d *dcWatch, ev event) {
+	w.log.Debug("consul attribution", "datacenter", dcLabel(d.name), "full", ev.full, "checks_index", ev.index, "unexplained", len(d.unexplained))
+	sweep := false
+	if !ev.full {
+		list := false
+		for index := range d.unexplained {
+			if index > ev.index {
+				delete(d.unexplained, index)
+				sweep = true
+			} else {
+				list = true
+			}
+		}
+		if sweep {
+			w.sweep(d, "unattributed")
+		}
+		if list {
+			w.m.listings.Inc()
+			ctx, gen, name := d.ctx, d.gen, d.name
+			w.goFunc(func() { w.listChecks(ctx, name, gen, true) })
+			return
+		}
+		w.explained(d)
+		return
+	}
+	checks := checkMap(ev.checks)
+	dirtyNodes := map[string]bool{}
+	deleted := false
+	for k, c := range checks {
+		old, ok := d.checks[k]
+		if ok && old.status == statusLeft && c.status == api.HealthPassing {
+			continue // its service was fetched when it left the failing set
+		}
+		if !ok || old.status != c.status || old.service != c.service {
+			w.touch(d, c, dirtyNodes)
+		}
+	}
+	for k, old := range d.checks {
+		if _, ok := checks[k]; !ok && old.status != statusLeft {
+			// (A check that left a failing set and is gone now was
+			// deleted then or since: its service was fetched, but the
+			// index it went at is not known.)
+			deleted = true
+			w.touch(d, old, dirtyNodes)
+		}
+	}
+	w.fetchOnNodes(d, dirtyNodes)
+	d.checks = checks
+	for index := range d.unexplained {
+		switch {
+		case w.attribute(d, index), deleted && index == ev.index:
+			delete(d.unexplained, index)
+		case index > ev.index && d.explainAgain:
+			// Seen after this listing was read: the next one decides.
+		default:
+			delete(d.unexplained, index)
+			sweep = true
+		}
+	}
+	if sweep {
+		w.sweep(d, "unattributed")
+	}
+	w.explained(d)
+}
+
+// explained ends an attribution, and starts the next if one was asked for
+// meanwhile.
+func (w *watch) explained(d *dcWatch) {
+	d.explaining = false
+	if d.explainAgain {
+		d.explainAgain = false
+		if len(d.unexplained) > 0 {
+			w.explain(d)
+		}
+	}
+}
+
+// touch fetches the service of a check, or for a node check marks its node
+// (every service on it is fetched).
+func (w *watch) touch(d *dcWatch, c checkInfo, dirtyNodes map[string]bool) {
+	if c.service == "" {
+		dirtyNodes[c.node] = true
+	} else if _, ok := d.names[c.service]; ok {
+		w.enqueue(d, c.service, true)
+	}
+}
+
+func checkMap(list api.HealthChecks) map[string]checkInfo {
+	checks := make(map[string]checkInfo, len(list))
+	for _, c := range list {
+		checks[c.Node+"/"+c.CheckID] = checkInfo{service: c.ServiceName, node: c.Node, status: c.Status,
+			createIndex: c.CreateIndex, modify: c.ModifyIndex}
+	}
+	return checks
 }
 
 func (w *watch) handleFetch(d *dcWatch, ev event) {
