@@ -1,6 +1,7 @@
 package consul_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -519,9 +520,62 @@ func TestIndexReset(t *testing.T) {
 	if countOps(r.rec, registrytest.OpReplace) <= replaces {
 		t.Errorf("no Replace after the index went backwards:\n%s", r.rec.Dump())
 	}
-	if n := resyncs(t, r, "index_reset"); n < 1 {
-		t.Errorf("galleon_consul_resyncs_total{reason=index_reset} = %v, want at least 1", n)
+	// Which path resynchronised depends on timing: a query in flight while
+	// the agent is down fails, and the relisting after the outage starts
+	// from index 0 (reason outage); a query sent after the restart sees the
+	// index go backwards (reason index_reset). Either is right; the state
+	// checks above are what matter. TestSnapshotRestore sees the index go
+	// backwards with no outage.
+	if n := resyncs(t, r, "index_reset") + resyncs(t, r, "outage"); n < 1 {
+		t.Errorf("galleon_consul_resyncs_total{reason=index_reset|outage} = %v, want at least 1", n)
 	}
+}
+
+// TestSnapshotRestore restores an older Consul snapshot while the adapter
+// watches: the catalog goes back, and its index with it, with no outage.
+// The adapter must notice the index going backwards and resynchronise:
+// services registered after the snapshot go away.
+func TestSnapshotRestore(t *testing.T) {
+	a := consultest.Start(t, consultest.Options{})
+	register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "keep-1", Service: "keep", Port: 80})
+	snap := snapshotBytes(t, a, http.MethodGet, nil)
+	for i := range 20 {
+		register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: fmt.Sprintf("later-%d", i), Service: fmt.Sprintf("later-%d", i), Port: 80})
+	}
+	cfg := testConfig(a)
+	cfg.Wait = 2 * time.Second
+	r := run(t, cfg)
+	r.waitService(t, "later-19", "the services registered after the snapshot", func(model.Service) bool { return true })
+
+	snapshotBytes(t, a, http.MethodPut, snap)
+	r.waitGone(t, "later-0")
+	r.waitGone(t, "later-19")
+	r.waitService(t, "keep", "the service in the snapshot", func(model.Service) bool { return true })
+	if n := resyncs(t, r, "index_reset"); n < 1 {
+		t.Errorf("galleon_consul_resyncs_total{reason=index_reset} = %v, want at least 1:\n%s", n, r.rec.Dump())
+	}
+}
+
+// snapshotBytes saves (GET) or restores (PUT body) a Consul snapshot.
+func snapshotBytes(t *testing.T, a *consultest.Agent, method string, body []byte) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, a.URL()+"/v1/snapshot", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Token != "" {
+		req.Header.Set("X-Consul-Token", a.Token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s /v1/snapshot: %d %v %s", method, resp.StatusCode, err, out)
+	}
+	return out
 }
 
 // errReachable stands for Unreachable(nil) in lastUnreachable's answer.
