@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -416,7 +417,7 @@ func merge(parts []*part) model.Service {
 			}
 		}
 		for _, inst := range p.instances {
-			inst.Labels = cloneMap(inst.Labels)
+			inst.Labels = maps.Clone(inst.Labels)
 			svc.Instances = append(svc.Instances, inst)
 		}
 	}
@@ -427,15 +428,4 @@ func merge(parts []*part) model.Service {
 	svc.Ports = model.SortedPorts(svc.Ports)
 	slices.SortFunc(svc.Instances, func(a, b model.Instance) int { return strings.Compare(a.ID, b.ID) })
 	return svc
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
