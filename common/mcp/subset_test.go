@@ -5,42 +5,18 @@ import (
 	"testing"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/subset"
+	"github.com/galleon-mesh/galleon/common/subset/subsettest"
 )
-
-// putTeam upserts name=body as a ServiceEntry of a service of team.
-func putTeam(t *testing.T, s *snapshot.Store, name, body, team string) {
-	t.Helper()
-	obj := &snapshot.Object{Kind: snapshot.ServiceEntry, Name: name, Body: []byte(body),
-		Origin: &snapshot.Origin{Registry: "test", Namespace: "ns", Labels: map[string]string{"team": team}}}
-	if _, _, err := s.Apply([]snapshot.Change{{Kind: snapshot.ServiceEntry, Name: name, Object: obj}}, true); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func teamRouter(t *testing.T, store *snapshot.Store) *subset.Router {
-	t.Helper()
-	r, err := subset.NewRouter(store, subset.Rules{Subsets: []subset.Subset{
-		{Name: "a", Sinks: subset.SinkSelector{Metadata: map[string]string{"galleon.io/team": "a"}},
-			Services: subset.ServiceSelector{Labels: map[string]string{"team": "a"}}},
-		{Name: "b", Sinks: subset.SinkSelector{IDs: []string{"sink-b-*"}},
-			Services: subset.ServiceSelector{Labels: map[string]string{"team": "b"}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 // Two legacy sinks with different subsets, one selected by SinkNode
 // annotations (full state), one by node id (incremental), and one that no
 // subset selects.
 func TestSubsetsPerSink(t *testing.T) {
 	store := snapshot.NewStore()
-	putTeam(t, store, "ns/a1", "x", "a")
-	putTeam(t, store, "ns/b1", "x", "b")
-	putTeam(t, store, "ns/c1", "x", "c")
-	_, client := startServer(t, store, Options{Router: teamRouter(t, store)})
+	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
+	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
+	subsettest.PutTeam(t, store, "ns/c1", "x", "c")
+	_, client := startServer(t, store, Options{Router: subsettest.TeamRouter(t, store, "galleon.io/team")})
 
 	a := openSink(t, client, "istiod-a")
 	a.annotations = map[string]string{"galleon.io/team": "a"}
@@ -67,7 +43,7 @@ func TestSubsetsPerSink(t *testing.T) {
 	all.ack(rall, false)
 
 	// A change to b's service reaches b (incrementally) and the default sink.
-	putTeam(t, store, "ns/b1", "y", "b")
+	subsettest.PutTeam(t, store, "ns/b1", "y", "b")
 	rb = b.recv()
 	if got := names(t, rb); !rb.Incremental || !slices.Equal(got, []string{"ns/b1=y"}) {
 		t.Fatalf("sink b after change: incremental=%v %v", rb.Incremental, got)
@@ -77,7 +53,7 @@ func TestSubsetsPerSink(t *testing.T) {
 	a.nothing()
 
 	// b1 moves to team a: removed from b, added to a.
-	putTeam(t, store, "ns/b1", "y", "a")
+	subsettest.PutTeam(t, store, "ns/b1", "y", "a")
 	rb = b.recv()
 	if len(rb.Resources) != 0 || !slices.Equal(rb.RemovedResources, []string{"ns/b1"}) {
 		t.Fatalf("sink b after b1 left: %v removed %v", names(t, rb), rb.RemovedResources)
@@ -90,9 +66,9 @@ func TestSubsetsPerSink(t *testing.T) {
 // A callout sink is routed by the SinkNode of the first request it sends.
 func TestSubsetsCallout(t *testing.T) {
 	store := snapshot.NewStore()
-	putTeam(t, store, "ns/a1", "x", "a")
-	putTeam(t, store, "ns/b1", "x", "b")
-	srv := NewServer(store, Options{Router: teamRouter(t, store)})
+	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
+	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
+	srv := NewServer(store, Options{Router: subsettest.TeamRouter(t, store, "galleon.io/team")})
 	ss := startSinkServer(t, "127.0.0.1:0", nil)
 	callout(t, srv, CalloutConfig{Address: ss.addr})
 	s := ss.accept("sink-b-7")

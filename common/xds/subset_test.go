@@ -9,32 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/subset"
+	"github.com/galleon-mesh/galleon/common/subset/subsettest"
 )
-
-// putTeam upserts name=body as a service of team.
-func putTeam(t *testing.T, s *snapshot.Store, name, body, team string) {
-	t.Helper()
-	obj := &snapshot.Object{Kind: snapshot.ServiceEntry, Name: name, Body: []byte(body),
-		Origin: &snapshot.Origin{Registry: "test", Namespace: "ns", Labels: map[string]string{"team": team}}}
-	if _, _, err := s.Apply([]snapshot.Change{{Kind: snapshot.ServiceEntry, Name: name, Object: obj}}, true); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func teamRules(t *testing.T, store *snapshot.Store) *subset.Router {
-	t.Helper()
-	r, err := subset.NewRouter(store, subset.Rules{Subsets: []subset.Subset{
-		{Name: "a", Sinks: subset.SinkSelector{Metadata: map[string]string{"TEAM": "a"}},
-			Services: subset.ServiceSelector{Labels: map[string]string{"team": "a"}}},
-		{Name: "b", Sinks: subset.SinkSelector{IDs: []string{"sink-b-*"}},
-			Services: subset.ServiceSelector{Labels: map[string]string{"team": "b"}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
 
 func node(id string, meta map[string]any) *core.Node {
 	m, err := structpb.NewStruct(meta)
@@ -49,10 +25,10 @@ func node(id string, meta map[string]any) *core.Node {
 // sink no subset selects receives everything.
 func TestSubsetsPerSink(t *testing.T) {
 	store := snapshot.NewStore()
-	router := teamRules(t, store)
-	putTeam(t, store, "ns/a1", "x", "a")
-	putTeam(t, store, "ns/b1", "x", "b")
-	putTeam(t, store, "ns/c1", "x", "c")
+	router := subsettest.TeamRouter(t, store, "TEAM")
+	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
+	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
+	subsettest.PutTeam(t, store, "ns/c1", "x", "c")
 	client := startServerWith(t, store, Options{Router: router})
 
 	sotwA := openSotW(t, client)
@@ -81,26 +57,26 @@ func TestSubsetsPerSink(t *testing.T) {
 	}
 
 	// A change to b's service: b and the unselected sink hear of it, a does not.
-	putTeam(t, store, "ns/b1", "y", "b")
+	subsettest.PutTeam(t, store, "ns/b1", "y", "b")
 	if changed, _ := deltaB.recvAck(); !slices.Equal(changed, []string{"ns/b1=y"}) {
 		t.Fatalf("delta b after change: %v", changed)
 	}
 	respAll = sotwAll.recv()
 	sotwAll.ack(respAll)
 	// A service moving from c to a: a gets it; b's stream stays silent.
-	putTeam(t, store, "ns/c1", "x", "a")
+	subsettest.PutTeam(t, store, "ns/c1", "x", "a")
 	respA = sotwA.recv()
 	if got := sotwNames(t, respA); !slices.Equal(got, []string{"ns/a1=x", "ns/c1=x"}) {
 		t.Fatalf("sink a after c1 moved to team a: %v", got)
 	}
 	// b got nothing for these changes: its next response is for its own.
-	putTeam(t, store, "ns/b1", "z", "b")
+	subsettest.PutTeam(t, store, "ns/b1", "z", "b")
 	if changed, removed := deltaB.recvAck(); !slices.Equal(changed, []string{"ns/b1=z"}) || len(removed) != 0 {
 		t.Fatalf("delta b was sent %v %v for changes outside its subset", changed, removed)
 	}
 	// And a service leaving a's subset is removed from a's full state.
 	sotwA.ack(respA)
-	putTeam(t, store, "ns/a1", "x", "b")
+	subsettest.PutTeam(t, store, "ns/a1", "x", "b")
 	if got := sotwNames(t, sotwA.recv()); !slices.Equal(got, []string{"ns/c1=x"}) {
 		t.Fatalf("sink a after a1 left: %v", got)
 	}
