@@ -97,8 +97,12 @@ func TestReplaceUpdateDelete(t *testing.T) {
 	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.0.1"}) {
 		t.Fatalf("ns/a endpoints %v", got)
 	}
-	if !p.Status().Synced {
-		t.Fatal("status not synced after Replace")
+	// The status is updated just after the snapshot is published: wait
+	// for it rather than race it.
+	for deadline := time.Now().Add(5 * time.Second); !p.Status().Synced; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("status not synced 5 s after the Replace was served")
+		}
 	}
 
 	p.Update(service("a", "10.0.0.1", "10.0.0.3"))

@@ -326,7 +326,7 @@ func TestKitCatchesBugs(t *testing.T) {
 			// One child at a time: the kit's waits are bounded (1 s for a
 			// cancelled Run), and sixteen children at once on two busy
 			// cores once made a child fail for another reason than its bug.
-			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeWithBug$/^"+tc.subtest+"$", "-test.count=1")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestFakeWithBug$/^"+tc.subtest+"$", "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), bugEnv+"="+tc.bug)
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError

@@ -741,6 +741,10 @@ func (s *scenario) startWith(so startOptions) *runner {
 	go func() {
 		defer close(r.done)
 		withRunLabel(ctx, r.label, func(ctx context.Context) { r.err = reg.Run(ctx, r.rec) })
+		// Close here, on Run's own goroutine, the moment Run returns: closed
+		// later by the goroutine that notices done, a call made in between
+		// would count as on time (seen under load).
+		r.rec.Close()
 	}()
 	s.t.Cleanup(r.stop)
 	return r
@@ -886,7 +890,6 @@ func (r *runner) stop() {
 	if !early && !errors.Is(r.err, context.Canceled) {
 		t.Errorf("Run returned %v after its context was cancelled, want ctx.Err() (context.Canceled)", r.err)
 	}
-	r.rec.Close()
 	if left := waitLabelled(r.label, o.ignoreGoroutines, o.stopTimeout); len(left) > 0 {
 		t.Errorf("goroutines started by Run are still running %v after it returned: Run must return only after every goroutine it started has stopped (see IgnoreGoroutines for ones that outlive Run by design):\n%s",
 			o.stopTimeout, stacks(left))
