@@ -29,11 +29,15 @@ istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once
 consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
 	scripts/consul.sh build >/dev/null
 
-e2e: istiod ## end-to-end and conformance tests against a real istiod
-	cd test && $(GO) test -count=1 ./...
-	cd test/legacymcp && $(GO) test -count=1 ./...
+e2e: istiod ## end-to-end and conformance tests against a real istiod (per release: GALLEON_ISTIOD_RELEASES), and the set-up scripts' failure paths
+	GO=$(GO) scripts/test-report.sh test -count=1 ./...
+	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
 
 test: vet unit e2e ## every test: unit, protocol, conformance and end-to-end
+
+.PHONY: fresh-machine
+fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each
+	scripts/fresh-machine.sh
 
 .PHONY: demo
 demo: ## galleon-file, then galleon-consul on a Consul agent, feed a real istiod: see services, endpoint changes, a new port, a failing health check and removals arrive (DEMO_KEEP=1 leaves it running)

@@ -1,109 +1,110 @@
 #!/usr/bin/env bash
-# Builds and caches HashiCorp Consul for the Consul adapter's integration tests.
+# Builds and caches HashiCorp Consul for the Consul adapter's integration tests and the demo.
 #
 #   scripts/consul.sh build   build consul 1.22.6 unless cached; prints its path last on stdout
 #   scripts/consul.sh path    print the cached path (exit 1 if it has not been built)
+#   scripts/consul.sh regen   rewrite scripts/tools/consul/go.mod + go.sum from Consul's own go.mod (maintainers, on a version bump)
 #
 # No Debian package ships Consul and `go install github.com/hashicorp/consul@v1.22.6` refuses it
 # (its go.mod has replace directives). So the binary is built from the Go module proxy through a
-# wrapper module kept in the cache directory, never in the repository:
-#   $(scripts/cache-dir.sh dir)/src/consul-1.22.6/go.mod:
-#     module galleon-consul-build
-#     require github.com/hashicorp/consul v1.22.6
-#     + Consul's own `require` and `exclude` blocks, copied from the proxy's
-#       github.com/hashicorp/consul/@v/v1.22.6.mod
-# Consul's `replace` directives point at its nested modules (./api, ./sdk, ...) which are not part
-# of the module zip; they are dropped, so the published versions its `require` block already pins
-# (api v1.33.4, sdk v0.17.2, ...) are used. The checksum database does not know some of these
-# versions, hence GONOSUMDB=github.com/hashicorp/consul (prefix: covers the nested modules too).
-# Cached at $(scripts/cache-dir.sh bin consul 1.22.6); tests find it there (or through
-# $GALLEON_CONSUL_BIN). Cold build on 2 cores: about 5 min idle, 9 min on a busy machine (~1.7 GB
-# module source, ~1.5 GB build cache, 171 MiB binary); cached afterwards.
+# wrapper module committed in scripts/tools/consul: `require github.com/hashicorp/consul v1.22.6`
+# plus Consul's own `require` and `exclude` blocks. Consul's `replace` directives point at its
+# nested modules (./api, ./sdk, ...) which are not in the module zip; they are dropped, so the
+# published versions its `require` block pins (api v1.33.4, sdk v0.17.2, ...) are used. With the
+# go.sum committed, `build` asks the proxy only for .mod and .zip files (scripts/gofetch.sh).
+# GALLEON_CONSUL_BIN=/path/to/consul skips the build. Cached at
+# $(scripts/cache-dir.sh bin consul 1.22.6). Cold build on 2 cores: about 5 min idle, 9 min on a
+# busy machine (~1.7 GB module source, ~1.5 GB build cache, 171 MiB binary).
 set -euo pipefail
 
 CONSUL_VERSION=1.22.6
 CONSUL_MODULE=github.com/hashicorp/consul
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOOLS_DIR="$SCRIPT_DIR/tools/consul"
 # shellcheck source=scripts/cache-dir.sh
 source "$SCRIPT_DIR/cache-dir.sh"
+# shellcheck source=scripts/gofetch.sh
+source "$SCRIPT_DIR/gofetch.sh"
 
-# A go.work above the cache dir or the repository must not change which versions get built.
+# A go.work above the repository must not change which versions get built.
 export GOWORK=off
+# The checksum database does not know some of Consul's nested modules; the committed go.sum
+# covers every module the build needs, so this matters only to `regen`.
+export GONOSUMDB=$CONSUL_MODULE
 
 usage() {
-	sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-# proxy_base prints the first http(s) entry of GOPROXY (default proxy.golang.org).
-proxy_base() {
-	local p entry
-	p=$(go env GOPROXY)
-	IFS=',|' read -r -a entries <<<"$p"
-	for entry in "${entries[@]}"; do
-		case "$entry" in
-		http://* | https://*)
-			printf '%s\n' "${entry%/}"
-			return 0
-			;;
-		esac
-	done
-	printf '%s\n' https://proxy.golang.org
+check_pin() {
+	local got
+	got=$(galleon_gomod_require "$TOOLS_DIR" "$CONSUL_MODULE")
+	if [[ "$got" != "v$CONSUL_VERSION" ]]; then
+		echo "consul.sh: scripts/tools/consul/go.mod requires $CONSUL_MODULE ${got:-nothing}, expected v$CONSUL_VERSION: run scripts/consul.sh regen" >&2
+		exit 1
+	fi
 }
 
-# write_wrapper_module DIR: DIR/go.mod = wrapper around Consul's require/exclude blocks.
-write_wrapper_module() {
-	local dir=$1 url mod goline
-	mkdir -p "$dir"
-	url="$(proxy_base)/$CONSUL_MODULE/@v/v$CONSUL_VERSION.mod"
-	mod="$dir/consul.mod"
-	echo "fetching $url" >&2
-	if ! curl -fsSL --retry 3 -o "$mod.tmp" "$url"; then
-		echo "could not download $url" >&2
+build_consul() {
+	local out=$1 log v=$CONSUL_MODULE/version
+	log=$(galleon_go_log "consul-$CONSUL_VERSION")
+	echo "building consul $CONSUL_VERSION from scripts/tools/consul/go.mod (first time, ~5-9 min; log $log)..." >&2
+	# The version itself comes from the embedded version/VERSION file; only the commit is unset.
+	if ! galleon_go_build "$log" "$TOOLS_DIR" "$out" "$CONSUL_MODULE" -trimpath -ldflags "-X $v.GitCommit=v$CONSUL_VERSION"; then
+		galleon_go_failure consul.sh "$log" "go build $CONSUL_MODULE@v$CONSUL_VERSION from scripts/tools/consul/go.sum" \
+			"retry later, or set GALLEON_CONSUL_BIN to a consul $CONSUL_VERSION binary"
 		return 1
 	fi
-	mv -f "$mod.tmp" "$mod"
+	"$out" version >&2 || true
+}
+
+# regen: the wrapper module from Consul's own go.mod, read from the module cache (go mod download
+# puts it there), then a build with -mod=mod to complete go.sum. Asks the proxy for .info: only
+# for maintainers moving to another version.
+regen() {
+	local mod goline tmp
+	tmp=$(mktemp -d)
+	trap 'rm -rf "$tmp"' EXIT
+	mod=$(cd "$tmp" && go mod download -json "$CONSUL_MODULE@v$CONSUL_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+	[[ -f "$mod" ]] || { echo "consul.sh: could not download $CONSUL_MODULE@v$CONSUL_VERSION's go.mod" >&2; exit 1; }
 	goline=$(grep -m1 -E '^go [0-9]' "$mod" || echo "go 1.25")
+	mkdir -p "$TOOLS_DIR"
 	{
+		echo "// Wrapper module that builds Consul $CONSUL_VERSION for tests (scripts/consul.sh). Generated by"
+		echo "// scripts/consul.sh regen from Consul's own go.mod: its require and exclude blocks, without"
+		echo "// its replace directives."
 		echo "module galleon-consul-build"
 		echo
 		echo "$goline"
 		echo
 		echo "require $CONSUL_MODULE v$CONSUL_VERSION"
 		echo
-		# Copy every `require (...)`, `exclude (...)` block (and single-line forms); drop
-		# `replace` (local paths into Consul's repository), `module`, `go`, `toolchain`, `tool`.
 		awk '
 			/^(require|exclude) \($/ { inblk = 1; print; next }
 			inblk { print; if ($0 ~ /^\)/) { inblk = 0; print "" } ; next }
 			/^(require|exclude) [^(]/ { print; next }
 		' "$mod"
-	} >"$dir/go.mod"
-}
-
-build_consul() {
-	local out=$1 dir
-	dir="$(galleon_cache_dir)/src/consul-$CONSUL_VERSION"
-	write_wrapper_module "$dir" || return 1
-	echo "building consul $CONSUL_VERSION in $dir (first time, ~5 min)..." >&2
-	# The version itself comes from the embedded version/VERSION file; only the commit is unset.
-	local v=$CONSUL_MODULE/version
-	if ! (cd "$dir" && GONOSUMDB=$CONSUL_MODULE GOFLAGS=-mod=mod go build -trimpath -o "$out" \
-		-ldflags "-X $v.GitCommit=v$CONSUL_VERSION" \
-		"$CONSUL_MODULE" >&2); then
-		echo "go build of $CONSUL_MODULE@v$CONSUL_VERSION failed (wrapper module: $dir/go.mod)" >&2
-		return 1
-	fi
-	"$out" version >&2 || true
+	} >"$TOOLS_DIR/go.mod"
+	rm -f "$TOOLS_DIR/go.sum"
+	(cd "$TOOLS_DIR" && GOFLAGS=-mod=mod go build -o "$tmp/consul" "$CONSUL_MODULE")
+	echo "consul.sh: regenerated scripts/tools/consul/go.mod and go.sum for $CONSUL_VERSION" >&2
 }
 
 cmd=${1:-}
 case "$cmd" in
 build)
+	if galleon_env_binary consul.sh GALLEON_CONSUL_BIN consul; then
+		exit 0
+	fi
+	check_pin
 	galleon_build_cached consul "$CONSUL_VERSION" build_consul
 	;;
 path)
+	if galleon_env_binary consul.sh GALLEON_CONSUL_BIN consul; then
+		exit 0
+	fi
 	bin=$(galleon_bin_path consul "$CONSUL_VERSION")
 	if [[ ! -x "$bin" ]]; then
 		echo "$bin does not exist; run scripts/consul.sh build (or make consul)" >&2
@@ -111,5 +112,6 @@ path)
 	fi
 	printf '%s\n' "$bin"
 	;;
+regen) regen ;;
 *) usage ;;
 esac

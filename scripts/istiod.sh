@@ -1,87 +1,130 @@
 #!/usr/bin/env bash
 # Builds and caches Istio's control plane (pilot-discovery = istiod) for Galleon's e2e tests.
 #
-#   scripts/istiod.sh build   build pilot-discovery 1.29.2 unless cached; prints its path last on stdout
-#   scripts/istiod.sh path    print the cached path (exit 1 if it has not been built)
-#   scripts/istiod.sh tidy    refresh test/go.mod + test/go.sum (needs GONOSUMDB, see below)
+#   scripts/istiod.sh build [RELEASE]   build pilot-discovery RELEASE (default 1.29.2) unless cached; prints its path last on stdout
+#   scripts/istiod.sh path [RELEASE]    print the cached path (exit 1 if it has not been built)
+#   scripts/istiod.sh releases          list the releases this script knows: RELEASE MODULE-DIR ISTIO-VERSION
+#   scripts/istiod.sh tidy [RELEASE]    refresh the release's go.mod + go.sum (asks the proxy for more than a build does)
 #
-# The binary comes from the Go module proxy through the test module (test/go.mod: `tool
-# istio.io/istio/pilot/cmd/pilot-discovery`, istio.io/istio pinned to the 1.29.2 pseudo-version plus
-# istio.io/api and istio.io/client-go v1.29.2). test/go.sum is committed, so `build` is a normal
-# read-only `go build`; GONOSUMDB=github.com/openshift/api is only needed by `tidy` (the checksum
-# database answers 404 for that module). Cached at $(scripts/cache-dir.sh bin)/pilot-discovery-1.29.2,
-# outside the repository; tests find it there (or through $GALLEON_PILOT_DISCOVERY).
-# Cold build (empty Go build cache) on 2 cores: 4.5 min idle, 7 min on a busy machine; cached afterwards.
+# Each release is built from a Go module committed in this repository whose go.mod pins
+# istio.io/istio (and istio.io/api, istio.io/client-go) and whose go.sum is committed: `go build`
+# then needs only the `.mod` and `.zip` of each module, never `.info`, which the proxy refuses for
+# istio.io/istio's pseudo-versions on some days (docs/istiod-releases.md has the history).
+# 1.29.2 is built from test/ (test/go.mod: `tool istio.io/istio/pilot/cmd/pilot-discovery`), the
+# same module whose pkg/adsc the conformance tests compile. Cached at
+# $(scripts/cache-dir.sh bin)/pilot-discovery-<RELEASE>, outside the repository; tests find it there.
+# GALLEON_PILOT_DISCOVERY=/path/to/pilot-discovery skips the build of the default release.
+# Cold build (empty Go build cache) on 2 cores: about 2 min idle, 7 min on a busy machine.
 set -euo pipefail
 
-ISTIO_VERSION=1.29.2
-# istio.io/istio has no semver tags usable by the Go proxy; this is what istio.io/istio@1.29.2 resolves to.
-ISTIO_MODULE_VERSION=v0.0.0-20260409200358-0c774325b938
-ISTIO_GIT_REVISION=0c774325b938
+DEFAULT_RELEASE=1.29.2
+# RELEASE|module dir (relative to the repository)|istio.io/istio version pinned there|git revision|other spellings of the same commit, tried in order when the pinned one is refused
+RELEASES=(
+	"1.29.2|test|v0.0.0-20260409200358-0c774325b938|0c774325b938|1.29.2"
+)
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
-TEST_MODULE="$REPO_DIR/test"
 # shellcheck source=scripts/cache-dir.sh
 source "$SCRIPT_DIR/cache-dir.sh"
+# shellcheck source=scripts/gofetch.sh
+source "$SCRIPT_DIR/gofetch.sh"
 
 # A go.work above the repository must not change which versions get built.
 export GOWORK=off
 
 usage() {
-	sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
-# The module proxy answers 403 for istio.io/istio's pseudo-version .info,
-# which `go list -m` and `go build` want, while it serves the same commit when
-# asked by its tag. Asking by tag once stores the .info in the module cache,
-# after which everything works from the cache. On a warm cache this costs a
-# lookup in it and nothing else.
-prime_module_cache() {
-	if ! (cd "$TEST_MODULE" && go mod download "istio.io/istio@$ISTIO_VERSION" >/dev/null); then
-		echo "could not download istio.io/istio@$ISTIO_VERSION from the Go module proxy" >&2
-		exit 1
-	fi
+# release_fields RELEASE: sets REL, MODDIR, MODVERSION, GITREV, SPELLINGS (array).
+release_fields() {
+	local want=$1 line
+	for line in "${RELEASES[@]}"; do
+		IFS='|' read -r REL MODDIR MODVERSION GITREV spellings <<<"$line"
+		if [[ "$REL" == "$want" ]]; then
+			MODDIR="$REPO_DIR/$MODDIR"
+			read -r -a SPELLINGS <<<"${spellings//,/ }"
+			return 0
+		fi
+	done
+	echo "istiod.sh: unknown release $want; known: $(printf '%s ' "${RELEASES[@]%%|*}")(add one: docs/istiod-releases.md)" >&2
+	exit 2
 }
 
+# check_pin: the module pins the istio.io/istio version this script expects (read from go.mod,
+# no network).
 check_pin() {
-	prime_module_cache
 	local got
-	got=$(cd "$TEST_MODULE" && go list -m -f '{{.Version}}' istio.io/istio)
-	if [[ "$got" != "$ISTIO_MODULE_VERSION" ]]; then
-		echo "test/go.mod pins istio.io/istio $got, expected $ISTIO_MODULE_VERSION (Istio $ISTIO_VERSION)" >&2
+	got=$(galleon_gomod_require "$MODDIR" istio.io/istio)
+	if [[ "$got" != "$MODVERSION" ]]; then
+		echo "istiod.sh: ${MODDIR#"$REPO_DIR"/}/go.mod pins istio.io/istio ${got:-nothing}, expected $MODVERSION (Istio $REL): fix RELEASES in scripts/istiod.sh or the go.mod" >&2
 		exit 1
 	fi
 }
 
 build_pilot_discovery() {
-	local out=$1 v=istio.io/istio/pkg/version
-	echo "building pilot-discovery $ISTIO_VERSION (first time, ~5-7 min)..." >&2
-	if ! (cd "$TEST_MODULE" && go build -o "$out" \
-		-ldflags "-X $v.buildVersion=$ISTIO_VERSION -X $v.buildGitRevision=$ISTIO_GIT_REVISION -X $v.buildTag=$ISTIO_VERSION -X $v.buildStatus=Clean" \
-		istio.io/istio/pilot/cmd/pilot-discovery >&2); then
-		echo "go build failed; if it reports missing go.sum entries run: scripts/istiod.sh tidy" >&2
-		return 1
+	local out=$1 v=istio.io/istio/pkg/version log tried s
+	local ldflags="-X $v.buildVersion=$REL -X $v.buildGitRevision=$GITREV -X $v.buildTag=$REL -X $v.buildStatus=Clean"
+	log=$(galleon_go_log "pilot-discovery-$REL")
+	echo "building pilot-discovery $REL from ${MODDIR#"$REPO_DIR"/}/go.mod (first time, ~2-7 min; log $log)..." >&2
+	tried="go build from the committed go.sum (istio.io/istio@$MODVERSION)"
+	if galleon_go_build "$log" "$MODDIR" "$out" istio.io/istio/pilot/cmd/pilot-discovery -ldflags "$ldflags"; then
+		return 0
 	fi
+	# Refused by the proxy: another spelling of the same commit may be served today. What it
+	# resolves to lands in the module cache under the pinned version, and the build goes on from
+	# there (go.sum still verifies the content).
+	if [[ -n "$(galleon_go_refused_module "$log")" ]]; then
+		for s in "${SPELLINGS[@]}"; do
+			[[ -z "$s" ]] && continue
+			tried="$tried, then istio.io/istio@$s"
+			echo "the proxy refused the pinned version; trying istio.io/istio@$s ..." >&2
+			if galleon_go_download "$log" "$MODDIR" "istio.io/istio@$s" &&
+				galleon_go_build "$log" "$MODDIR" "$out" istio.io/istio/pilot/cmd/pilot-discovery -ldflags "$ldflags"; then
+				return 0
+			fi
+		done
+	fi
+	galleon_go_failure istiod.sh "$log" "$tried" \
+		"retry later, or set GALLEON_PILOT_DISCOVERY to a pilot-discovery $REL binary"
+	return 1
 }
 
 cmd=${1:-}
+release=${2:-$DEFAULT_RELEASE}
 case "$cmd" in
 build)
+	release_fields "$release"
+	if [[ "$REL" == "$DEFAULT_RELEASE" ]] && galleon_env_binary istiod.sh GALLEON_PILOT_DISCOVERY pilot-discovery; then
+		exit 0
+	fi
 	check_pin
-	galleon_build_cached pilot-discovery "$ISTIO_VERSION" build_pilot_discovery
+	galleon_build_cached pilot-discovery "$REL" build_pilot_discovery
 	;;
 path)
-	bin=$(galleon_bin_path pilot-discovery "$ISTIO_VERSION")
+	release_fields "$release"
+	if [[ "$REL" == "$DEFAULT_RELEASE" ]] && galleon_env_binary istiod.sh GALLEON_PILOT_DISCOVERY pilot-discovery; then
+		exit 0
+	fi
+	bin=$(galleon_bin_path pilot-discovery "$REL")
 	if [[ ! -x "$bin" ]]; then
-		echo "$bin does not exist; run scripts/istiod.sh build" >&2
+		echo "$bin does not exist; run scripts/istiod.sh build $REL" >&2
 		exit 1
 	fi
 	printf '%s\n' "$bin"
 	;;
+releases)
+	for line in "${RELEASES[@]}"; do
+		IFS='|' read -r r d m _ <<<"$line"
+		printf '%s %s %s\n' "$r" "$d" "$m"
+	done
+	;;
 tidy)
-	cd "$TEST_MODULE"
+	release_fields "$release"
+	cd "$MODDIR"
+	# The checksum database answers 404 for github.com/openshift/api.
 	GONOSUMDB=github.com/openshift/api GOFLAGS=-mod=mod go mod tidy
 	check_pin
 	;;

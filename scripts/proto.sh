@@ -8,23 +8,26 @@
 # Installs what it needs itself:
 #   - protoc + well-known types: `apt-get install protobuf-compiler libprotobuf-dev` (Debian: protoc
 #     3.21.12), only if protoc or google/protobuf/*.proto is missing; needs root (or sudo).
-#   - protoc-gen-go and protoc-gen-go-grpc at the pinned versions below, built with `go install` and
-#     cached outside the repository as $(scripts/cache-dir.sh bin)/<name>-<version>.
+#   - protoc-gen-go and protoc-gen-go-grpc at the versions scripts/tools/protoc-gen/go.mod pins,
+#     built there with `go build` from its committed go.sum (never `go install pkg@version`, which
+#     asks the proxy for .info) and cached outside the repository as
+#     $(scripts/cache-dir.sh bin)/<name>-<version>.
 #   - imports: istio.io/api (mcp/v1alpha1/resource.proto, and google/rpc/status.proto from its
 #     common-protos/) from the Go module cache, at the version go.mod requires.
 # The "// protoc vX.Y.Z" header line is ignored by `check`, so a different protoc version on a
 # developer machine does not make the check fail; everything else must match byte for byte.
 set -euo pipefail
 
-# Keep in step with google.golang.org/protobuf in go.mod (checked below).
-PROTOC_GEN_GO_VERSION=v1.36.11
-PROTOC_GEN_GO_GRPC_VERSION=v1.6.2
+PROTOC_GEN_GO_VERSION= PROTOC_GEN_GO_GRPC_VERSION= # read from scripts/tools/protoc-gen/go.mod
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 PROTO_DIR="$REPO_DIR/proto"
+TOOLS_DIR="$SCRIPT_DIR/tools/protoc-gen"
 # shellcheck source=scripts/cache-dir.sh
 source "$SCRIPT_DIR/cache-dir.sh"
+# shellcheck source=scripts/gofetch.sh
+source "$SCRIPT_DIR/gofetch.sh"
 
 # A go.work above the repository must not change which versions are used.
 export GOWORK=off
@@ -71,28 +74,39 @@ ensure_protoc() {
 	fi
 	local start=$SECONDS
 	log "installing protoc: apt-get install protobuf-compiler libprotobuf-dev ..."
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
-	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libprotobuf-dev >&2
+	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
+		! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libprotobuf-dev >&2; then
+		log "apt-get could not install protobuf-compiler libprotobuf-dev (its output is above); tried: apt-get update, apt-get install; do: install protoc >= 3.21 with its google/protobuf/*.proto include files and put it on PATH, then run make again"
+		exit 1
+	fi
 	well_known_include >/dev/null || { log "protoc installed but google/protobuf/any.proto not found"; exit 1; }
 	log "installed $(protoc --version) in $((SECONDS - start)) s"
 }
 
-go_install_to() { # OUT PKG@VERSION
-	local out=$1 pkg=$2 tmpbin
-	tmpbin=$(mktemp -d)
-	# GOFLAGS from the environment (e.g. -mod=vendor) must not apply to `go install pkg@version`.
-	GOFLAGS='' GOBIN="$tmpbin" go install "$pkg" >&2 || { rm -rf "$tmpbin"; return 1; }
-	mv "$tmpbin/$(basename "${pkg%@*}")" "$out"
-	rm -rf "$tmpbin"
+# build_plugin OUT PKG: builds one protoc plugin from scripts/tools/protoc-gen (committed go.sum).
+build_plugin() {
+	local out=$1 pkg=$2 log
+	log=$(galleon_go_log "$(basename "$pkg")")
+	if galleon_go_build "$log" "$TOOLS_DIR" "$out" "$pkg"; then
+		return 0
+	fi
+	galleon_go_failure proto.sh "$log" "go build $pkg from scripts/tools/protoc-gen/go.sum" \
+		"retry later, or put $(basename "$pkg") on PATH and edit the committed code by hand"
+	return 1
 }
 
+# check_versions: the plugins' module and the main module agree on google.golang.org/protobuf
+# (read from the go.mod files: no network).
 check_versions() {
-	local want
-	want=$(cd "$REPO_DIR" && go list -m -f '{{.Version}}' google.golang.org/protobuf)
-	if [[ "$want" != "$PROTOC_GEN_GO_VERSION" ]]; then
-		log "go.mod requires google.golang.org/protobuf $want but scripts/proto.sh pins protoc-gen-go $PROTOC_GEN_GO_VERSION: update PROTOC_GEN_GO_VERSION and run make proto"
+	local want tools
+	want=$(galleon_gomod_require "$REPO_DIR" google.golang.org/protobuf)
+	tools=$(galleon_gomod_require "$TOOLS_DIR" google.golang.org/protobuf)
+	if [[ "$want" != "$tools" ]]; then
+		log "go.mod requires google.golang.org/protobuf $want but scripts/tools/protoc-gen/go.mod pins $tools: align them, run go mod tidy there, then make proto"
 		exit 1
 	fi
+	PROTOC_GEN_GO_VERSION=$tools
+	PROTOC_GEN_GO_GRPC_VERSION=$(galleon_gomod_require "$TOOLS_DIR" google.golang.org/grpc/cmd/protoc-gen-go-grpc)
 }
 
 # Sets PROTOC_GEN_GO, PROTOC_GEN_GO_GRPC, WKT_INCLUDE, ISTIO_API_DIR.
@@ -101,11 +115,12 @@ ensure_tools() {
 	ensure_protoc
 	WKT_INCLUDE=$(well_known_include)
 	PROTOC_GEN_GO=$(galleon_build_cached protoc-gen-go "$PROTOC_GEN_GO_VERSION" \
-		go_install_to "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO_VERSION" | tail -n1)
+		build_plugin google.golang.org/protobuf/cmd/protoc-gen-go | tail -n1)
 	PROTOC_GEN_GO_GRPC=$(galleon_build_cached protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION" \
-		go_install_to "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC_VERSION" | tail -n1)
-	# istio.io/api at the version go.mod requires (downloads it into the module cache if needed).
-	ISTIO_API_DIR=$(cd "$REPO_DIR" && go mod download -json istio.io/api | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+		build_plugin google.golang.org/grpc/cmd/protoc-gen-go-grpc | tail -n1)
+	# istio.io/api at the version go.mod requires: listing one of its packages downloads only its
+	# .mod and .zip (go mod download would also ask for .info).
+	ISTIO_API_DIR=$(cd "$REPO_DIR" && GOFLAGS="${GOFLAGS:-} -mod=readonly" go list -f '{{.Module.Dir}}' istio.io/api/mcp/v1alpha1)
 	if [[ -z "$ISTIO_API_DIR" || ! -f "$ISTIO_API_DIR/mcp/v1alpha1/resource.proto" ||
 		! -f "$ISTIO_API_DIR/common-protos/google/rpc/status.proto" ]]; then
 		log "istio.io/api in the module cache ($ISTIO_API_DIR) lacks mcp/v1alpha1/resource.proto or common-protos/google/rpc/status.proto"

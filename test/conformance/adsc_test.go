@@ -98,7 +98,9 @@ func syncedCore(t *testing.T, mode convert.Mode) (*galleonCore, *istiodSink) {
 // echoing the requested type URL, once), and its store holds every ServiceEntry with the
 // namespace/name, resourceVersion (= Galleon's version), creationTimestamp (= Galleon's
 // create_time), labels, annotations and spec Galleon serves, and nothing else.
-func TestADSCInitialSync(t *testing.T) {
+func TestADSCInitialSync(t *testing.T) { forCompiledRelease(t, testADSCInitialSync) }
+
+func testADSCInitialSync(t *testing.T) {
 	core, sink := syncedCore(t, convert.ModeServiceEntry)
 
 	if !slices.Contains(sink.initialReq, seTypeURL) || !slices.Contains(sink.initialReq, weTypeURL) {
@@ -149,7 +151,9 @@ func TestADSCInitialSync(t *testing.T) {
 // version survives), an endpoint-only change keeps the creation time (so istiod can skip a full
 // push), a removed service is deleted, an added one created, and services that did not change are
 // never re-processed (their version does not move, so adsc raises no event for them).
-func TestADSCUpdatesAndRemovals(t *testing.T) {
+func TestADSCUpdatesAndRemovals(t *testing.T) { forCompiledRelease(t, testADSCUpdatesAndRemovals) }
+
+func testADSCUpdatesAndRemovals(t *testing.T) {
 	core, sink := syncedCore(t, convert.ModeServiceEntry)
 	versions := func() map[string]string {
 		out := map[string]string{}
@@ -247,7 +251,9 @@ func TestADSCUpdatesAndRemovals(t *testing.T) {
 // TestADSCWorkloadEntryMode: with convert.ModeWorkloadEntry istiod gets ServiceEntries with a
 // workloadSelector and one WorkloadEntry per served instance; an instance change updates only its
 // WorkloadEntry, a removed instance deletes it.
-func TestADSCWorkloadEntryMode(t *testing.T) {
+func TestADSCWorkloadEntryMode(t *testing.T) { forCompiledRelease(t, testADSCWorkloadEntryMode) }
+
+func testADSCWorkloadEntryMode(t *testing.T) {
 	core, sink := syncedCore(t, convert.ModeWorkloadEntry)
 
 	want := core.want(fixture()...)
@@ -312,6 +318,10 @@ func TestADSCWorkloadEntryMode(t *testing.T) {
 // rather than taking an empty or partial state as the truth; once the listing is in, istiod gets
 // exactly the listing, never the partial state reported before it.
 func TestADSCHoldsBackUntilReplace(t *testing.T) {
+	forCompiledRelease(t, testADSCHoldsBackUntilReplace)
+}
+
+func testADSCHoldsBackUntilReplace(t *testing.T) {
 	core := startCore(t, convert.ModeServiceEntry)
 	// A report before the listing: the snapshot holds it but is not ready.
 	early := model.Service{
@@ -388,7 +398,9 @@ func TestADSCHoldsBackUntilReplace(t *testing.T) {
 // reconnects by itself (adsc's backoff); a new server on the same address with the same store
 // gets every type asked again and answers with the current state, changes made while
 // disconnected included; unchanged resources are not re-processed and keep their creation time.
-func TestADSCReconnect(t *testing.T) {
+func TestADSCReconnect(t *testing.T) { forCompiledRelease(t, testADSCReconnect) }
+
+func testADSCReconnect(t *testing.T) {
 	core, sink := syncedCore(t, convert.ModeServiceEntry)
 	countsBefore := sink.responses.counts()
 	createdAt := sink.get(gvk.ServiceEntry, "shop/cart").CreationTimestamp

@@ -31,6 +31,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/snapshot"
 	"github.com/galleon-mesh/galleon/common/xds"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
+	"github.com/galleon-mesh/galleon/test/istiod"
 )
 
 // waitTimeout bounds every wait. Everything here is in-process and takes milliseconds; the
@@ -474,4 +475,11 @@ func (l *responseLog) of(typeURL string) []response {
 		}
 	}
 	return out
+}
+
+// forCompiledRelease runs fn as a sub-test named after the Istio release whose pkg/adsc is compiled
+// into this binary ("adsc-1.29.2"), so a failure names the release. One test module compiles one
+// release; another release's client needs its own module (docs/istiod-releases.md).
+func forCompiledRelease(t *testing.T, fn func(t *testing.T)) {
+	t.Run("adsc-"+istiod.CompiledRelease(), fn)
 }

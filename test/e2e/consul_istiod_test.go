@@ -14,7 +14,9 @@ import (
 // TestConsulToIstiod runs a real Consul agent, galleon-consul watching it
 // and a real istiod reading galleon-consul over MCP. Registry changes made
 // in Consul must reach istiod; a health flip must be an EDS-only update.
-func TestConsulToIstiod(t *testing.T) {
+func TestConsulToIstiod(t *testing.T) { istiod.ForEachRelease(t, testConsulToIstiod) }
+
+func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 	bin := galleonBinary(t, "galleon-consul")
 	agent := consultest.Start(t, consultest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -32,7 +34,7 @@ func TestConsulToIstiod(t *testing.T) {
 	}
 
 	g := startGalleon(t, bin, "--consul-address", agent.HTTPAddr, "--debounce-quiet", "20ms")
-	ist := istiod.Start(t, istiod.Options{ConfigSources: []string{g.Addr}})
+	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	endpointsOf := func(name string, want ...string) func(map[string]serviceEntry) string {
 		return func(ses map[string]serviceEntry) string {

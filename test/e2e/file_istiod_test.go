@@ -179,7 +179,9 @@ func waitForServiceEntries(t *testing.T, ctx context.Context, ist *istiod.Istiod
 // TestFileRegistryToIstiod runs galleon-file on a registry directory and a real istiod reading it
 // over MCP, then edits the registry: every change must reach istiod, and an endpoint-only change
 // must not cost a full push.
-func TestFileRegistryToIstiod(t *testing.T) {
+func TestFileRegistryToIstiod(t *testing.T) { istiod.ForEachRelease(t, testFileRegistryToIstiod) }
+
+func testFileRegistryToIstiod(t *testing.T, rel istiod.Release) {
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -210,7 +212,7 @@ func TestFileRegistryToIstiod(t *testing.T) {
 	want := append(slices.Clone(exampleKeys), "e2e/alpha", "e2e/beta", "e2e/gamma")
 
 	g := startGalleon(t, bin, "--dir", dir)
-	ist := istiod.Start(t, istiod.Options{ConfigSources: []string{g.Addr}})
+	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	// 1. Every service of every file is a ServiceEntry in istiod.
 	ses := waitForServiceEntries(t, ctx, ist, "initial state", func(ses map[string]serviceEntry) string {

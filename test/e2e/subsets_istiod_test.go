@@ -18,7 +18,9 @@ import (
 // its node metadata, ISTIO_REVISION) receives only the services of
 // namespace team-a; the other, which no subset selects, receives all. A
 // change moves a service into team-a and it appears in the canary istiod.
-func TestSubsetsToTwoIstiods(t *testing.T) {
+func TestSubsetsToTwoIstiods(t *testing.T) { istiod.ForEachRelease(t, testSubsetsToTwoIstiods) }
+
+func testSubsetsToTwoIstiods(t *testing.T, rel istiod.Release) {
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -51,8 +53,8 @@ func TestSubsetsToTwoIstiods(t *testing.T) {
 	}
 
 	g := startGalleon(t, bin, "--dir", regDir, "--subsets", rules)
-	canary := istiod.Start(t, istiod.Options{ConfigSources: []string{g.Addr}, Env: []string{"REVISION=canary"}})
-	stable := istiod.Start(t, istiod.Options{ConfigSources: []string{g.Addr}})
+	canary := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}, Env: []string{"REVISION=canary"}})
+	stable := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	exactly := func(want ...string) func(map[string]serviceEntry) string {
 		return func(ses map[string]serviceEntry) string {

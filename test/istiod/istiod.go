@@ -1,4 +1,6 @@
-// Package istiod runs a real Istio control plane (pilot-discovery 1.29.2) for Galleon's tests.
+// Package istiod runs a real Istio control plane (pilot-discovery, 1.29.2 by default) for
+// Galleon's tests. Tests that should hold for every supported istiod run per release with
+// ForEachRelease; GALLEON_ISTIOD_RELEASES chooses the releases (docs/istiod-releases.md).
 //
 // istiod runs without Kubernetes: `--registries=` and a mesh config whose configSources point at
 // the MCP-over-xDS servers under test. The binary is built once by `scripts/istiod.sh build` and
@@ -31,7 +33,7 @@ import (
 )
 
 const (
-	// Version of Istio the harness runs. scripts/istiod.sh builds exactly this version.
+	// Version is the default Istio release the harness runs; scripts/istiod.sh builds it by default.
 	Version = "1.29.2"
 	// EnvBinary overrides the pilot-discovery binary (default: the scripts/istiod.sh cache path).
 	EnvBinary = "GALLEON_PILOT_DISCOVERY"
@@ -52,6 +54,9 @@ type Options struct {
 	Env []string
 	// Args adds command-line flags (e.g. "--log_output_level=default:info,adsc:debug").
 	Args []string
+	// Release is the istiod to run (ForEachRelease hands one out); zero means Version, from
+	// $GALLEON_PILOT_DISCOVERY or the scripts/istiod.sh cache.
+	Release Release
 	// StartTimeout bounds the start-up wait (default 60s).
 	StartTimeout time.Duration
 	// NoWaitSynced makes Start return as soon as the monitoring port answers, instead of waiting
@@ -64,6 +69,7 @@ type Options struct {
 // Log, LogContains, LogOffset, LogSince and Signal.
 type Istiod struct {
 	*proc.Process
+	Release        Release
 	MeshConfigPath string
 	GRPCAddr       string // plain-text xDS for proxies; opens once every config source has synced
 	HTTPAddr       string // /ready (stays 503 without Kubernetes), debug
@@ -72,20 +78,18 @@ type Istiod struct {
 	client *http.Client
 }
 
-// Binary returns the pilot-discovery path ($GALLEON_PILOT_DISCOVERY or the scripts/istiod.sh
-// cache) and whether it exists.
-func Binary() (string, bool) {
-	return toolcache.Find(EnvBinary, "pilot-discovery", Version)
-}
-
 // Start runs istiod and waits until it serves (by default: until it has synced its config
 // sources). It is stopped in t.Cleanup, and the tail of its log is written to the test log if the
 // test failed.
 func Start(t testing.TB, opts Options) *Istiod {
 	t.Helper()
-	bin, ok := Binary()
-	if !ok {
-		t.Fatalf("pilot-discovery %s not found at %s: run scripts/istiod.sh build (or set %s)", Version, bin, EnvBinary)
+	rel := opts.Release
+	if rel.Binary == "" {
+		rels, err := resolveReleases(Version, os.Getenv(EnvBinary), toolcache.Bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel = rels[0]
 	}
 	if len(opts.ConfigSources) == 0 {
 		t.Fatalf("istiod.Start: Options.ConfigSources is empty (without a source istiod falls back to Kubernetes)")
@@ -108,7 +112,7 @@ func Start(t testing.TB, opts Options) *Istiod {
 	// retry when istiod reports the address in use.
 	var lastErr error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		ist, err := start(t, bin, dir, meshPath, networksPath, opts, attempt)
+		ist, err := start(t, rel, dir, meshPath, networksPath, opts, attempt)
 		if err == nil {
 			return ist
 		}
@@ -139,13 +143,14 @@ func meshConfigYAML(opts Options) string {
 	return b.String()
 }
 
-func start(t testing.TB, bin, dir, meshPath, networksPath string, opts Options, attempt int) (*Istiod, error) {
+func start(t testing.TB, rel Release, dir, meshPath, networksPath string, opts Options, attempt int) (*Istiod, error) {
 	t.Helper()
 	addrs, err := proc.FreeAddrs(3)
 	if err != nil {
 		return nil, err
 	}
 	ist := &Istiod{
+		Release:        rel,
 		MeshConfigPath: meshPath,
 		GRPCAddr:       addrs[0],
 		HTTPAddr:       addrs[1],
@@ -175,7 +180,7 @@ func start(t testing.TB, bin, dir, meshPath, networksPath string, opts Options, 
 	}
 	p, err := proc.Start(t, proc.Config{
 		Name: name,
-		Path: bin,
+		Path: rel.Binary,
 		Args: args,
 		// istiod writes nothing relative to its working directory today; keep any such writes
 		// out of the repository anyway.
@@ -212,7 +217,7 @@ func start(t testing.TB, bin, dir, meshPath, networksPath string, opts Options, 
 		return nil, fmt.Errorf("%w\n%s", err, p.Tail(40))
 	}
 	t.Logf("istiod %s running: pid %d, monitoring http://%s, xDS %s, log %s",
-		Version, p.Pid(), ist.MonitoringAddr, ist.GRPCAddr, p.LogPath)
+		rel.Name, p.Pid(), ist.MonitoringAddr, ist.GRPCAddr, p.LogPath)
 	return ist, nil
 }
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Builds third-party tools from the Go module proxy with the smallest requests that work, and
+# turns a failure into one line that says what was refused, what was tried and what to do.
+#
+#   source "$(dirname "$0")/gofetch.sh"    # defines galleon_go_* functions, changes no options
+#
+# Why this exists: the module proxy's answers change from day to day. A version whose `.info` it
+# served yesterday may be refused today while its `.mod` and `.zip` are still served (and the other
+# way round). `go build` in a module whose go.mod pins exact versions and whose go.sum is committed
+# asks only for `.mod` and `.zip`; `go list -m`, `go mod download`, `go install pkg@version`,
+# `@latest` and version lists ask for `.info` too. So every tool is built from a committed module
+# (test/ for istiod, scripts/tools/<tool>/ for the rest) with -mod=readonly, and nothing here asks
+# for `.info`. No registry host is named here: whatever `go env GOPROXY` says is used.
+
+# galleon_go_proxy prints GOPROXY as go sees it (for messages only).
+galleon_go_proxy() {
+	go env GOPROXY 2>/dev/null || printf '%s\n' "${GOPROXY:-unknown}"
+}
+
+# galleon_go_build LOG MODDIR OUT PKG [GO BUILD ARGS...]
+# go build -mod=readonly -o OUT [ARGS...] PKG inside MODDIR, all output appended to LOG.
+# GOFLAGS from the environment are kept (e.g. -buildvcs=false) but -mod is forced to readonly:
+# a build must never edit the committed go.mod/go.sum or resolve a version it does not pin.
+galleon_go_build() {
+	local log=$1 dir=$2 out=$3 pkg=$4
+	shift 4
+	(cd "$dir" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -o "$out" "$@" "$pkg") >>"$log" 2>&1
+}
+
+# galleon_go_download LOG MODDIR MODULE@QUERY
+# Asks the proxy for one spelling of a module version (a tag, a branch, a pseudo-version) from
+# inside MODDIR, so that what it resolves to lands in the module cache. Used only as a fallback
+# spelling after a plain build was refused: it does ask for `.info`.
+galleon_go_download() {
+	local log=$1 dir=$2 q=$3
+	(cd "$dir" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=mod" go mod download "$q") >>"$log" 2>&1
+}
+
+# galleon_go_refused_module LOG prints the module@version the proxy refused or could not find in
+# go's output (empty if the failure was something else).
+galleon_go_refused_module() {
+	grep -Eo '[A-Za-z0-9./_~-]+@v[^:[:space:]]+: (reading|verifying|unrecognized import path)[^[:cntrl:]]*(403|404|410|Forbidden|Not Found|Gone)' "$1" |
+		head -n1 | sed -E 's/: .*//'
+}
+
+# galleon_go_failure TOOL LOG TRIED FIX
+# Prints one line on stderr: what failed (classified from go's output in LOG), what was tried
+# (TRIED) and what the user can do (FIX), and where go's full output is.
+galleon_go_failure() {
+	local tool=$1 log=$2 tried=$3 fix=$4 proxy what mod status
+	proxy=$(galleon_go_proxy)
+	mod=$(galleon_go_refused_module "$log")
+	if grep -q 'GOPROXY=off' "$log"; then
+		what="module downloads are disabled (GOPROXY=off) and the module cache lacks what the build needs"
+	elif [[ -n "$mod" ]]; then
+		status=$(grep -F "$mod" "$log" | grep -Eo '(403|404|410)[^[:cntrl:]]*' | head -n1)
+		what="the Go module proxy ($proxy) refused $mod (${status:-refused})"
+	elif grep -Eq 'dial tcp|connection refused|no such host|i/o timeout|TLS handshake timeout|network is unreachable|connection reset' "$log"; then
+		what="the Go module proxy ($proxy) could not be reached ($(grep -Eo '(dial tcp[^:]*:[^:]*: |)(connection refused|no such host|i/o timeout|TLS handshake timeout|network is unreachable|connection reset[^[:cntrl:]]*)' "$log" | head -n1))"
+	elif grep -q 'checksum mismatch' "$log"; then
+		what="a downloaded module does not match the committed go.sum ($(grep -m1 -Eo '[^[:space:]]+@v[^:]+: checksum mismatch' "$log"))"
+	elif grep -q 'missing go.sum entry' "$log"; then
+		what="the committed go.sum lacks an entry ($(grep -m1 -o 'missing go.sum entry[^;]*' "$log"))"
+	else
+		what="go build failed ($(grep -m1 -Ev '^go: downloading|^#|^\s*$' "$log" | cut -c1-200))"
+	fi
+	echo "$tool: $what; tried: $tried; do: $fix (go's output: $log)" >&2
+}
+
+# galleon_go_log NAME prints a fresh log path for one build under the cache dir's logs/.
+# Needs cache-dir.sh sourced.
+galleon_go_log() {
+	local dir
+	dir="$(galleon_cache_dir)/logs"
+	mkdir -p "$dir"
+	printf '%s/%s.%s.log\n' "$dir" "$1" "$(date +%Y%m%dT%H%M%S)"
+}
+
+# galleon_gomod_require MODDIR MODULE prints the version MODDIR/go.mod requires of MODULE, read
+# from the file itself (no network: `go list -m` would ask the proxy for `.info`).
+galleon_gomod_require() {
+	(cd "$1" && GOWORK=off go mod edit -json) |
+		awk -v m="\"$2\"" '$1 == "\"Path\":" && $2 == m"," { found = 1; next } found && $1 == "\"Version\":" { gsub(/[",]/, "", $2); print $2; exit }'
+}
+
+# galleon_env_binary SCRIPT VAR TOOL prints $VAR if it names an executable file and returns 0;
+# returns 1 if VAR is unset; exits with one line saying what to fix if it is set to anything else.
+galleon_env_binary() {
+	local script=$1 var=$2 tool=$3 val=${!2:-}
+	[[ -z "$val" ]] && return 1
+	if [[ ! -e "$val" ]]; then
+		echo "$script: $var=$val does not exist; point it at a $tool binary, or unset it to build one from the Go module proxy" >&2
+		exit 1
+	fi
+	if [[ -d "$val" || ! -x "$val" ]]; then
+		echo "$script: $var=$val is not an executable file; point it at a $tool binary, or unset it to build one from the Go module proxy" >&2
+		exit 1
+	fi
+	printf '%s\n' "$val"
+}

@@ -1,0 +1,156 @@
+package istiod
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/galleon-mesh/galleon/test/internal/toolcache"
+)
+
+// EnvReleases lists the istiod releases the e2e tests run against, comma-separated. Each entry is a
+// release name ("1.29.2"), whose binary is the scripts/istiod.sh cache path
+// (<cache>/bin/pilot-discovery-<release>), or "name=/path/to/pilot-discovery". Default: Version.
+const EnvReleases = "GALLEON_ISTIOD_RELEASES"
+
+// Release is one istiod build the tests run: its name, used in sub-test names and logs, and the
+// pilot-discovery binary.
+type Release struct {
+	Name   string
+	Binary string
+}
+
+// knownModuleVersions maps the istio.io/istio module versions this repository pins to the release
+// they are (istio.io/istio has no semver tags, so its pseudo-versions do not say). Keep in step with
+// RELEASES in scripts/istiod.sh.
+var knownModuleVersions = map[string]string{
+	"v0.0.0-20260409200358-0c774325b938": "1.29.2",
+}
+
+// CompiledRelease names the Istio release whose code (pkg/adsc, the client istiod uses for xds://
+// config sources) the tests of this module compile: the istio.io/istio version the module's go.mod
+// pins, mapped to its release name. Test binaries carry no module versions in their build
+// information, so go.mod is read instead; tests run in their package directory, below it.
+func CompiledRelease() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "unknown"
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil {
+			return releaseOf(pinnedVersion(string(data), "istio.io/istio"))
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "unknown"
+		}
+		dir = parent
+	}
+}
+
+// pinnedVersion returns the version a go.mod requires of module ("" if none), from its require
+// lines ("module version" in a block, or "require module version").
+func pinnedVersion(gomod, module string) string {
+	for _, line := range strings.Split(gomod, "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == module {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+func releaseOf(moduleVersion string) string {
+	if r, ok := knownModuleVersions[moduleVersion]; ok {
+		return r
+	}
+	if moduleVersion == "" {
+		return "unknown"
+	}
+	return moduleVersion
+}
+
+// Releases resolves the releases to run from the environment: $GALLEON_ISTIOD_RELEASES, or
+// Version alone; $GALLEON_PILOT_DISCOVERY replaces Version's binary. Every binary must exist and
+// be executable; the error says which one is wrong and what to do about it.
+func Releases() ([]Release, error) {
+	return resolveReleases(os.Getenv(EnvReleases), os.Getenv(EnvBinary), toolcache.Bin)
+}
+
+func resolveReleases(list, override string, cached func(name, version string) string) ([]Release, error) {
+	if strings.TrimSpace(list) == "" {
+		list = Version
+	}
+	var out []Release
+	seen := map[string]bool{}
+	for _, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, path, explicit := strings.Cut(entry, "=")
+		name = strings.TrimSpace(name)
+		if name == "" || strings.ContainsAny(name, "/ \t") {
+			return nil, fmt.Errorf("%s=%q: %q is not a release name (want e.g. %s or %s=/path/to/pilot-discovery)", EnvReleases, list, entry, Version, Version)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s=%q names release %s twice", EnvReleases, list, name)
+		}
+		seen[name] = true
+		how := ""
+		switch {
+		case explicit:
+			how = fmt.Sprintf("given in %s", EnvReleases)
+		case name == Version && override != "":
+			path, how = override, "given in "+EnvBinary
+		default:
+			path = cached("pilot-discovery", name)
+			how = "the scripts/istiod.sh cache"
+		}
+		if err := checkBinary(path); err != nil {
+			fix := fmt.Sprintf("run scripts/istiod.sh build %s (make istiod), or set %s", name, EnvBinary)
+			if how != "the scripts/istiod.sh cache" {
+				fix = "point it at a pilot-discovery " + name + " binary, or unset it to use the scripts/istiod.sh cache"
+			}
+			return nil, fmt.Errorf("istiod %s: %s (%s) %v: %s", name, path, how, err, fix)
+		}
+		out = append(out, Release{Name: name, Binary: path})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s=%q names no release", EnvReleases, list)
+	}
+	return out, nil
+}
+
+func checkBinary(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return errors.New("does not exist")
+	case err != nil:
+		return err
+	case st.IsDir():
+		return errors.New("is a directory")
+	case st.Mode()&0o111 == 0:
+		return errors.New("is not executable")
+	}
+	return nil
+}
+
+// ForEachRelease runs fn once per release (Releases) as a sub-test named "istiod-<release>", so a
+// failure names the release. A release that cannot be resolved fails the test with one line that
+// says what to do; it never skips.
+func ForEachRelease(t *testing.T, fn func(t *testing.T, rel Release)) {
+	t.Helper()
+	rels, err := Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range rels {
+		t.Run("istiod-"+rel.Name, func(t *testing.T) { fn(t, rel) })
+	}
+}

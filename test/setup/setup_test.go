@@ -1,0 +1,253 @@
+// Package setup tests the scripts that install Galleon's third-party servers (scripts/istiod.sh,
+// scripts/consul.sh, scripts/proto.sh) where they fail: every failure must be one line that says
+// what went wrong, what was tried and what to do. They run the real scripts with an empty module
+// cache and tool cache against a module proxy that is off, unreachable or refusing.
+package setup
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// repo is the repository root (test/setup -> ../..).
+func repo(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "scripts", "istiod.sh")); err != nil {
+		t.Fatalf("not the repository root: %v", err)
+	}
+	return root
+}
+
+// run runs a script with a clean environment: empty module, build and tool caches, none of
+// Galleon's overrides, plus extra. It returns stderr and the exit code.
+func run(t *testing.T, script string, args []string, extra ...string) (stderr string, code int) {
+	t.Helper()
+	tmp := t.TempDir()
+	cmd := exec.Command(filepath.Join(repo(t), "scripts", script), args...)
+	env := []string{
+		"GOMODCACHE=" + filepath.Join(tmp, "mod"),
+		"GOCACHE=" + filepath.Join(tmp, "build"),
+		"GALLEON_CACHE=" + filepath.Join(tmp, "galleon"),
+		"GOFLAGS=-modcacherw", // so t.TempDir can remove what a partial download left
+		"GOTOOLCHAIN=local",
+	}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(k, "GALLEON_"), k == "GOMODCACHE", k == "GOCACHE", k == "GOFLAGS",
+			k == "GOPROXY", k == "GOTOOLCHAIN", k == "XDG_CACHE_HOME":
+			continue
+		}
+		env = append(env, kv)
+	}
+	cmd.Env = append(env, extra...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	cmd.Stdout = &bytes.Buffer{}
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s %v did not finish within 3 minutes; stderr:\n%s", script, args, errb.String())
+	}
+	return errb.String(), cmd.ProcessState.ExitCode()
+}
+
+// errorLine returns the one line of stderr that starts with prefix, failing unless there is
+// exactly one and nothing else multi-line (such as go's own output) was printed with it.
+func errorLine(t *testing.T, stderr, prefix string) string {
+	t.Helper()
+	var found []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			found = append(found, l)
+		} else if strings.HasPrefix(l, "go: ") || strings.HasPrefix(l, "\t") {
+			t.Errorf("go's own output leaked to stderr: %q", l)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want exactly one line starting %q on stderr, got %d:\n%s", prefix, len(found), stderr)
+	}
+	return found[0]
+}
+
+func wantAll(t *testing.T, line string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(line, p) {
+			t.Errorf("error line does not say %q:\n%s", p, line)
+		}
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// refusingProxy answers 403 to every request, as the module proxy does for versions it will not
+// serve, and counts what it was asked.
+func refusingProxy(t *testing.T) (url string, infos, total *atomic.Int64) {
+	t.Helper()
+	infos, total = new(atomic.Int64), new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		total.Add(1)
+		if strings.HasSuffix(r.URL.Path, ".info") || strings.HasSuffix(r.URL.Path, "/@v/list") || strings.HasSuffix(r.URL.Path, "/@latest") {
+			infos.Add(1)
+		}
+		http.Error(w, "forbidden", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, infos, total
+}
+
+func TestIstiodBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "pilot-discovery")
+	stderr, code := run(t, "istiod.sh", []string{"build"}, "GALLEON_PILOT_DISCOVERY="+missing)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "GALLEON_PILOT_DISCOVERY="+missing, "does not exist", "point it at a pilot-discovery binary", "unset it")
+
+	stderr, code = run(t, "istiod.sh", []string{"build"}, "GALLEON_PILOT_DISCOVERY="+t.TempDir())
+	if code != 1 {
+		t.Errorf("directory: exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "is not an executable file")
+}
+
+func TestIstiodGoodBinaryOverrideSkipsTheBuild(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pilot-discovery")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// GOPROXY=off: a build would fail, so success proves nothing was built or fetched.
+	tmp := t.TempDir()
+	cmd := exec.Command(filepath.Join(repo(t), "scripts", "istiod.sh"), "build")
+	cmd.Env = append(os.Environ(), "GALLEON_PILOT_DISCOVERY="+bin, "GOPROXY=off", "GALLEON_CACHE="+tmp)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("istiod.sh build with a good override: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != bin {
+		t.Errorf("printed %q, want the override %q", got, bin)
+	}
+}
+
+func TestIstiodProxyOff(t *testing.T) {
+	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY=off")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "GOPROXY=off", "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
+}
+
+func TestIstiodProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY=http://"+addr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "could not be reached", addr, "connection refused", "retry later", "GALLEON_PILOT_DISCOVERY")
+}
+
+func TestIstiodProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY="+url)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	line := errorLine(t, stderr, "istiod.sh: ")
+	wantAll(t, line, "refused", "@v", "403", url, "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	// The plain build asks for no .info; only the fallback spellings may, and only when
+	// istio.io/istio itself was refused.
+	if !strings.Contains(line, "istio.io/istio@") && infos.Load() != 0 {
+		t.Errorf("%d .info/list/latest requests although istio.io/istio was never refused", infos.Load())
+	}
+}
+
+func TestConsulBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "consul")
+	stderr, code := run(t, "consul.sh", []string{"build"}, "GALLEON_CONSUL_BIN="+missing)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "consul.sh: "), "GALLEON_CONSUL_BIN="+missing, "does not exist", "point it at a consul binary")
+}
+
+func TestConsulProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	stderr, code := run(t, "consul.sh", []string{"build"}, "GOPROXY="+url)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "consul.sh: "), "refused", "403", "tried: go build github.com/hashicorp/consul@v1.22.6", "GALLEON_CONSUL_BIN")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	if n := infos.Load(); n != 0 {
+		t.Errorf("consul.sh build asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
+	}
+}
+
+func TestConsulProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	stderr, code := run(t, "consul.sh", []string{"build"}, "GOPROXY=http://"+addr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "consul.sh: "), "could not be reached", "retry later", "GALLEON_CONSUL_BIN")
+}
+
+// No script may name a registry's host: the proxy comes from `go env GOPROXY`.
+func TestScriptsNameNoRegistryHost(t *testing.T) {
+	root := repo(t)
+	hosts := []string{"proxy.golang.org", "sum.golang.org", "goproxy.io", "goproxy.cn", "deb.debian.org", "registry.npmjs.org"}
+	err := filepath.WalkDir(filepath.Join(root, "scripts"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			if bytes.Contains(b, []byte(h)) {
+				t.Errorf("%s names %s; read the proxy from `go env GOPROXY` instead", strings.TrimPrefix(path, root+"/"), h)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
