@@ -119,6 +119,7 @@ type metrics struct {
 
 	calloutConnected  prometheus.Gauge
 	calloutReconnects prometheus.Counter
+	logSuppressed     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -156,10 +157,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		calloutReconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_mcp_callout_reconnects_total", Help: "Legacy MCP callout streams that failed or ended and are dialed again after a backoff.",
 		}),
+		logSuppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_mcp_log_lines_suppressed_total", Help: "Log lines a sink caused (NACKs) that were left out because the stream exceeded its log budget (5, then one per 30 s).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.oversize,
-			m.calloutConnected, m.calloutReconnects)
+			m.calloutConnected, m.calloutReconnects, m.logSuppressed)
 	}
 	return m
 }
@@ -190,6 +194,27 @@ func (s *Server) admit(collection string, watched bool, watching int) error {
 	if !watched && watching >= maxCollectionsPerStream {
 		s.metrics.badRequests.WithLabelValues("too_many_collections").Inc()
 		return status.Errorf(codes.ResourceExhausted, "stream asked for more than %d collections", maxCollectionsPerStream)
+	}
+	return nil
+}
+
+// maxLoggedSink bounds a sink node id quoted in a log line.
+const maxLoggedSink = 256
+
+// admitResume checks the initial_resource_versions of a new subscription:
+// names and versions of bounded length, and no more than
+// grpcwire.MaxNamesPerStream on the stream in all (held counts those given
+// before). The error closes the stream.
+func (s *Server) admitResume(held int, resume map[string]string) error {
+	for name, version := range resume {
+		if len(name) > grpcwire.MaxNameLen || len(version) > grpcwire.MaxNameLen {
+			s.metrics.badRequests.WithLabelValues("name_too_long").Inc()
+			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
+		}
+	}
+	if n := held + len(resume); n > grpcwire.MaxNamesPerStream {
+		s.metrics.badRequests.WithLabelValues("too_many_names").Inc()
+		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resume versions, over the limit of %d", n, grpcwire.MaxNamesPerStream)
 	}
 	return nil
 }
@@ -229,7 +254,7 @@ func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *strea
 		sink := SinkOf(first.GetSinkNode())
 		name, src := s.router.Route(sink)
 		source = src
-		s.log.Info("mcp stream routed", "sink", sink.ID, "subset", name)
+		s.log.Info("mcp stream routed", "sink", grpcwire.ClientText(sink.ID, maxLoggedSink), "subset", name)
 	}
 	if cancel == nil {
 		return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
@@ -244,7 +269,7 @@ func SinkOf(node *mcpv1alpha1.SinkNode) subset.Sink {
 }
 
 func newStreamState(send func(any) error) *streamState {
-	return &streamState{send: send, watches: map[string]*watch{}}
+	return &streamState{send: send, watches: map[string]*watch{}, logBudget: grpcwire.NewLogLimiter()}
 }
 
 // streamState is one stream's state, owned by its handler goroutine.
@@ -255,6 +280,11 @@ type streamState struct {
 	watches map[string]*watch
 	order   []*watch // in the order first asked: responses follow it
 	nonces  uint64   // numbers incremental responses
+	// resumed counts the names the sink gave in initial_resource_versions,
+	// every collection together, for grpcwire.MaxNamesPerStream.
+	resumed int
+	// logBudget bounds the log lines this sink can cause with NACKs.
+	logBudget *grpcwire.LogLimiter
 }
 
 // watch is one collection's state on one stream.
@@ -283,13 +313,17 @@ type watch struct {
 // stream, for a request no sink should send.
 func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) error {
 	if id := req.GetSinkNode().GetId(); id != "" {
-		st.sink = id
+		st.sink = grpcwire.ClientText(id, maxLoggedSink)
 	}
 	w, exists := st.watches[req.GetCollection()]
 	if err := s.admit(req.GetCollection(), exists, len(st.watches)); err != nil {
 		return err
 	}
 	if !exists {
+		if err := s.admitResume(st.resumed, req.InitialResourceVersions); err != nil {
+			return err
+		}
+		st.resumed += len(req.InitialResourceVersions)
 		w = &watch{collection: req.Collection, incremental: req.Incremental}
 		w.kind, w.known = KindOf(req.Collection)
 		if req.Incremental && len(req.InitialResourceVersions) > 0 && w.known {
@@ -329,8 +363,16 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		w.held, w.synced = snapshot.Holdings{}, false
 		s.metrics.acks.WithLabelValues(collectionLabel(w.collection), "nack").Inc()
 		s.metrics.ackLatency.Observe(time.Since(w.sentAt).Seconds())
-		s.log.Warn("mcp response rejected", "collection", w.collection, "sink", st.sink,
-			"nonce", w.nonce, "version", w.sentVer, "error", req.ErrorDetail.GetMessage())
+		if ok, suppressed := st.logBudget.Allow(time.Now()); ok {
+			attrs := []any{"collection", w.collection, "sink", st.sink, "nonce", w.nonce, "version", w.sentVer,
+				"error", grpcwire.ClientText(req.ErrorDetail.GetMessage(), grpcwire.MaxLoggedText)}
+			if suppressed > 0 {
+				attrs = append(attrs, "suppressed", suppressed)
+			}
+			s.log.Warn("mcp response rejected", attrs...)
+		} else {
+			s.metrics.logSuppressed.Inc()
+		}
 	default:
 		w.pending = false
 		st.acks++

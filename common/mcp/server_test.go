@@ -21,6 +21,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
 	"github.com/galleon-mesh/galleon/common/xds"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
@@ -531,4 +532,64 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A sink chooses how often it NACKs and what the NACK says: neither may
+// cost more than a bounded amount of log.
+func TestNackLogIsCutAndBounded(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "v0")
+	var logs syncWriter
+	srv, client := startServer(t, store, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := openSink(t, client, strings.Repeat("s", 10_000))
+	s.subscribe(ServiceEntries, false)
+	const nacks = 12
+	huge := strings.Repeat("x", 100_000)
+	for i := range nacks {
+		r := s.recv()
+		s.send(&mcpv1alpha1.RequestResources{Collection: ServiceEntries, ResponseNonce: r.Nonce,
+			ErrorDetail: &rpcstatus.Status{Code: int32(codes.InvalidArgument), Message: huge}})
+		put(t, store, true, "ns/a", fmt.Sprintf("v%d", i+1))
+	}
+	s.recv()
+	var lines []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "mcp response rejected") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 5 {
+		t.Errorf("%d NACKs logged %d lines, want the stream's burst of 5", nacks, len(lines))
+	}
+	for _, l := range lines {
+		if len(l) > grpcwire.MaxLoggedText+1024 {
+			t.Errorf("a NACK line is %d bytes: the sink's text is not cut", len(l))
+		}
+	}
+	if n := counter(t, srv.metrics.logSuppressed); n != nacks-5 {
+		t.Errorf("suppressed lines counted %v, want %d", n, nacks-5)
+	}
+}
+
+func TestResumeVersionsAreBounded(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "a1")
+	_, client := startServer(t, store, Options{})
+	long := openSink(t, client, "sink-long")
+	long.send(&mcpv1alpha1.RequestResources{Collection: ServiceEntries, Incremental: true,
+		InitialResourceVersions: map[string]string{strings.Repeat("n", grpcwire.MaxNameLen+1): "v"}})
+	if err := long.recvErr(); grpcstatus.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a name over the limit: got %v, want InvalidArgument", err)
+	}
+	many := openSink(t, client, "sink-many")
+	versions := make(map[string]string, grpcwire.MaxNamesPerStream/2+1)
+	for i := range grpcwire.MaxNamesPerStream/2 + 1 {
+		versions[fmt.Sprintf("ns/n%d", i)] = "v"
+	}
+	many.send(&mcpv1alpha1.RequestResources{Collection: ServiceEntries, Incremental: true, InitialResourceVersions: versions})
+	many.recv()
+	many.send(&mcpv1alpha1.RequestResources{Collection: WorkloadEntries, Incremental: true, InitialResourceVersions: versions})
+	if err := many.recvErr(); grpcstatus.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("resume versions over the stream's bound: got %v, want ResourceExhausted", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
 
@@ -27,6 +28,9 @@ type deltaWatch struct {
 	held snapshot.Holdings
 	// recheck holds newly subscribed names to look at on the next push.
 	recheck map[string]struct{}
+	// resumed is how many names the client gave in
+	// initial_resource_versions, for the per-stream bound on names.
+	resumed int
 
 	sent    bool
 	nonce   string
@@ -39,9 +43,10 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	watches := map[string]*deltaWatch{}
 	var order []*deltaWatch
 	var nonces uint64
+	budget := grpcwire.NewLogLimiter()
 	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
 		func(req *discovery.DeltaDiscoveryRequest) error {
-			w, err := s.deltaRequest(watches, req)
+			w, err := s.deltaRequest(watches, budget, req)
 			if w != nil {
 				order = append(order, w)
 			}
@@ -57,9 +62,18 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 		})
 }
 
-func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
+func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.LogLimiter, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
 	w, exists := watches[req.GetTypeUrl()]
 	if err := s.admitType(protocolDelta, req.GetTypeUrl(), exists, len(watches)); err != nil {
+		return nil, err
+	}
+	// Resume versions count only on a type's first request; later ones are
+	// ignored, as below.
+	resume := req.InitialResourceVersions
+	if exists {
+		resume = nil
+	}
+	if err := s.admitNames(protocolDelta, clientNames(watches), req.ResourceNamesSubscribe, resume); err != nil {
 		return nil, err
 	}
 	var created *deltaWatch
@@ -77,6 +91,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 		for name, version := range req.InitialResourceVersions {
 			w.held.Versions[name] = version
 		}
+		w.resumed = len(req.InitialResourceVersions)
 		watches[req.TypeUrl] = w
 		created = w
 		s.log.Debug("xds subscribe", "protocol", protocolDelta, "type", req.TypeUrl, "node", req.GetNode().GetId(),
@@ -121,10 +136,9 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, req *discovery.Del
 		// believing it has what we sent, so they are not sent again until
 		// they change: a resend of the same bytes would be rejected again.
 		result = "nack"
-		s.log.Warn("xds response rejected", "protocol", protocolDelta, "type", w.typeURL,
-			"node", req.GetNode().GetId(), "nonce", w.nonce, "error", req.ErrorDetail.GetMessage())
+		s.logRejected(budget, protocolDelta, w.typeURL, req.GetNode().GetId(), w.nonce, req.ErrorDetail.GetMessage())
 	}
-	s.metrics.acks.WithLabelValues(protocolDelta, w.typeURL, result).Inc()
+	s.metrics.acks.WithLabelValues(protocolDelta, typeLabel(w.typeURL), result).Inc()
 	s.metrics.ackLatency.WithLabelValues(protocolDelta).Observe(time.Since(w.sentAt).Seconds())
 	return nil, nil
 }
@@ -160,8 +174,8 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 		return err
 	}
 	w.sent, w.pending, w.nonce, w.sentAt = true, true, nonce, time.Now()
-	s.metrics.responses.WithLabelValues(protocolDelta, w.typeURL).Inc()
-	s.metrics.responseBytes.WithLabelValues(protocolDelta, w.typeURL).Add(float64(msg.Size))
+	s.metrics.responses.WithLabelValues(protocolDelta, typeLabel(w.typeURL)).Inc()
+	s.metrics.responseBytes.WithLabelValues(protocolDelta, typeLabel(w.typeURL)).Add(float64(msg.Size))
 	if w.known {
 		s.metrics.pushLatency.WithLabelValues(protocolDelta).Observe(w.sentAt.Sub(snap.Time).Seconds())
 	}
@@ -217,6 +231,16 @@ func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.
 	}
 	changed, removed = w.held.CatchUp(col, snapshot.Scope{All: w.wildcard, Names: w.names}, keys(w.recheck))
 	return changed, append(removed, absent...)
+}
+
+// clientNames counts the names the client of a stream has made it keep:
+// subscriptions and resume versions, every type together.
+func clientNames(watches map[string]*deltaWatch) int {
+	n := 0
+	for _, w := range watches {
+		n += len(w.names) + w.resumed
+	}
+	return n
 }
 
 func keys(m map[string]struct{}) []string {

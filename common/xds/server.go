@@ -87,6 +87,7 @@ type Metrics struct {
 	pushLatency   *prometheus.HistogramVec
 	ackLatency    *prometheus.HistogramVec
 	badRequests   *prometheus.CounterVec
+	logSuppressed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *Metrics {
@@ -96,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "galleon_xds_streams", Help: "Connected xDS streams.",
 		}, []string{"protocol"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "galleon_xds_responses_total", Help: "xDS responses sent, by protocol and type URL.",
+			Name: "galleon_xds_responses_total", Help: "xDS responses sent, by protocol and type URL (types this server holds nothing of count as \"other\").",
 		}, []string{"protocol", "type"}),
 		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_xds_response_bytes_total", Help: "Bytes of xDS responses sent.",
@@ -115,9 +116,12 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_xds_bad_requests_total", Help: "Requests ignored or streams closed because a request was malformed or stale.",
 		}, []string{"protocol", "reason"}),
+		logSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_log_lines_suppressed_total", Help: "Log lines a client caused (NACKs) that were left out because the stream exceeded its log budget (5, then one per 30 s).",
+		}, []string{"protocol"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests)
+		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.logSuppressed)
 	}
 	return m
 }
@@ -141,6 +145,50 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 	return nil
 }
 
+// admitNames checks the resource names a Delta request adds to its stream:
+// each of bounded length, and no more than grpcwire.MaxNamesPerStream on the
+// stream in all (held counts those it holds already). The error closes the
+// stream with a status that says why.
+func (s *Server) admitNames(protocol string, held int, subscribe []string, resume map[string]string) error {
+	for _, name := range subscribe {
+		if len(name) > grpcwire.MaxNameLen {
+			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
+			return status.Errorf(codes.InvalidArgument, "resource name %.64q... is %d bytes, over the limit of %d", name, len(name), grpcwire.MaxNameLen)
+		}
+	}
+	for name, version := range resume {
+		if len(name) > grpcwire.MaxNameLen || len(version) > grpcwire.MaxNameLen {
+			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
+			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
+		}
+	}
+	if n := held + len(subscribe) + len(resume); n > grpcwire.MaxNamesPerStream {
+		s.metrics.badRequests.WithLabelValues(protocol, "too_many_names").Inc()
+		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resource names, over the limit of %d: subscribe with a wildcard instead", n, grpcwire.MaxNamesPerStream)
+	}
+	return nil
+}
+
+// logRejected logs a client's NACK within its stream's log budget, quoting
+// no more of the client's text than grpcwire.MaxLoggedText: a client
+// chooses how often it NACKs and what the NACK says.
+func (s *Server) logRejected(budget *grpcwire.LogLimiter, protocol, typeURL, node, nonce, message string) {
+	ok, suppressed := budget.Allow(time.Now())
+	if !ok {
+		s.metrics.logSuppressed.WithLabelValues(protocol).Inc()
+		return
+	}
+	attrs := []any{"protocol", protocol, "type", typeURL, "node", grpcwire.ClientText(node, maxLoggedNode),
+		"nonce", nonce, "error", grpcwire.ClientText(message, grpcwire.MaxLoggedText)}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	s.log.Warn("xds response rejected", attrs...)
+}
+
+// maxLoggedNode bounds a node id quoted in a log line.
+const maxLoggedNode = 256
+
 // serveStream runs one ADS stream on the shared loop, counting it. With a
 // router, the stream is served the subset its first request's node selects.
 func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
@@ -154,7 +202,7 @@ func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.C
 		sink := SinkOf(first.GetNode())
 		name, src := s.router.Route(sink)
 		source = src
-		s.log.Info("xds stream routed", "protocol", protocol, "node", sink.ID, "subset", name)
+		s.log.Info("xds stream routed", "protocol", protocol, "node", grpcwire.ClientText(sink.ID, maxLoggedNode), "subset", name)
 	}
 	return grpcwire.ServeStream[Req, *snapshot.Snapshot](ctx, source, recv, onRequest, push)
 }

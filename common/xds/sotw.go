@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
 
@@ -40,9 +41,10 @@ type sotwWatch struct {
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	watches := map[string]*sotwWatch{}
 	var order []*sotwWatch // in the order first asked: responses follow it
+	budget := grpcwire.NewLogLimiter()
 	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
 		func(req *discovery.DiscoveryRequest) error {
-			w, err := s.sotwRequest(watches, req)
+			w, err := s.sotwRequest(watches, budget, req)
 			if w != nil {
 				order = append(order, w)
 			}
@@ -61,7 +63,7 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 // sotwRequest applies one request to the stream's watches. It returns the
 // watch it created, if any, and an error that closes the stream for a
 // request no client should send.
-func (s *Server) sotwRequest(watches map[string]*sotwWatch, req *discovery.DiscoveryRequest) (*sotwWatch, error) {
+func (s *Server) sotwRequest(watches map[string]*sotwWatch, budget *grpcwire.LogLimiter, req *discovery.DiscoveryRequest) (*sotwWatch, error) {
 	w, exists := watches[req.GetTypeUrl()]
 	if err := s.admitType(protocolSotW, req.GetTypeUrl(), exists, len(watches)); err != nil {
 		return nil, err
@@ -91,13 +93,12 @@ func (s *Server) sotwRequest(watches map[string]*sotwWatch, req *discovery.Disco
 		// A NACK's version_info is the last version the client accepted;
 		// the one it rejected is the one we sent.
 		w.nackedVer = w.sentVer
-		s.metrics.acks.WithLabelValues(protocolSotW, w.typeURL, "nack").Inc()
+		s.metrics.acks.WithLabelValues(protocolSotW, typeLabel(w.typeURL), "nack").Inc()
 		s.metrics.ackLatency.WithLabelValues(protocolSotW).Observe(time.Since(w.sentAt).Seconds())
-		s.log.Warn("xds response rejected", "protocol", protocolSotW, "type", w.typeURL,
-			"node", req.GetNode().GetId(), "nonce", w.nonce, "error", req.ErrorDetail.GetMessage())
+		s.logRejected(budget, protocolSotW, w.typeURL, req.GetNode().GetId(), w.nonce, req.ErrorDetail.GetMessage())
 	default:
 		w.pending = false
-		s.metrics.acks.WithLabelValues(protocolSotW, w.typeURL, "ack").Inc()
+		s.metrics.acks.WithLabelValues(protocolSotW, typeLabel(w.typeURL), "ack").Inc()
 		s.metrics.ackLatency.WithLabelValues(protocolSotW).Observe(time.Since(w.sentAt).Seconds())
 	}
 	return nil, nil
@@ -139,8 +140,8 @@ func (s *Server) sotwPush(stream discovery.AggregatedDiscoveryService_StreamAggr
 	w.sent, w.sentSeq, w.sentVer, w.pending, w.resend = true, seq, version, true, false
 	w.nonce = nonceOf(seq)
 	w.sentAt = time.Now()
-	s.metrics.responses.WithLabelValues(protocolSotW, w.typeURL).Inc()
-	s.metrics.responseBytes.WithLabelValues(protocolSotW, w.typeURL).Add(float64(msg.Size))
+	s.metrics.responses.WithLabelValues(protocolSotW, typeLabel(w.typeURL)).Inc()
+	s.metrics.responseBytes.WithLabelValues(protocolSotW, typeLabel(w.typeURL)).Add(float64(msg.Size))
 	if w.known {
 		s.metrics.pushLatency.WithLabelValues(protocolSotW).Observe(w.sentAt.Sub(snap.Time).Seconds())
 	}

@@ -40,3 +40,13 @@ const maxTypeURLLen = 256
 func validTypeURL(t string) bool {
 	return t != "" && len(t) <= maxTypeURLLen && !strings.ContainsAny(t, " \t\n\x00")
 }
+
+// typeLabel bounds the label values a client can create: the type URLs of
+// the kinds this server holds are counted by name, every other type (istiod's
+// empty answers, and anything a client makes up) together as "other".
+func typeLabel(typeURL string) string {
+	if _, ok := kindByTypeURL[typeURL]; ok {
+		return typeURL
+	}
+	return "other"
+}

@@ -1,0 +1,55 @@
+package grpcwire
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+func TestClientText(t *testing.T) {
+	if got := ClientText("short", 10); got != "short" {
+		t.Errorf("short text changed: %q", got)
+	}
+	got := ClientText(strings.Repeat("é", 100), 51) // 2 bytes each: cut at 50
+	if !utf8.ValidString(got) {
+		t.Errorf("cut inside a rune: %q", got)
+	}
+	if want := strings.Repeat("é", 25) + "... (150 more bytes)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestLogLimiter(t *testing.T) {
+	l := NewLogLimiter()
+	now := time.Unix(0, 0)
+	for i := range logBurst {
+		if ok, _ := l.Allow(now); !ok {
+			t.Fatalf("line %d of the burst refused", i+1)
+		}
+	}
+	for range 7 {
+		if ok, _ := l.Allow(now); ok {
+			t.Fatal("a line over the burst was allowed")
+		}
+	}
+	if ok, _ := l.Allow(now.Add(logEvery / 2)); ok {
+		t.Fatal("allowed before a token was back")
+	}
+	ok, suppressed := l.Allow(now.Add(logEvery))
+	if !ok || suppressed != 8 {
+		t.Fatalf("after one interval: ok=%v suppressed=%d, want true and 8", ok, suppressed)
+	}
+	// A long quiet time refills to the burst, not beyond.
+	later := now.Add(100 * logEvery)
+	n := 0
+	for {
+		if ok, _ := l.Allow(later); !ok {
+			break
+		}
+		n++
+	}
+	if n != logBurst {
+		t.Errorf("after a long quiet time %d lines were allowed at once, want %d", n, logBurst)
+	}
+}

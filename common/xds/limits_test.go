@@ -1,0 +1,198 @@
+package xds
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/galleon-mesh/galleon/common/grpcwire"
+	"github.com/galleon-mesh/galleon/common/snapshot"
+)
+
+// labelValues returns every value of label in the metric family name.
+func labelValues(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					out[l.GetValue()] += value(m)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.Counter != nil:
+		return m.Counter.GetValue()
+	case m.Gauge != nil:
+		return m.Gauge.GetValue()
+	}
+	return 0
+}
+
+// A client that makes up type URLs must not make up label values: 3,000
+// streams x 128 of them once took /metrics to 202 MB.
+func TestClientChosenTypeURLsShareOneLabel(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "a1")
+	reg := prometheus.NewRegistry()
+	client := startServerWith(t, store, Options{Registerer: reg})
+	for s := range 3 {
+		c := openSotW(t, client)
+		for i := range 40 {
+			c.send(fmt.Sprintf("example.com/v1/Made%dUp%d", s, i), "", "", false)
+			c.recv()
+		}
+		c.send(seV1, "", "", false)
+		c.recv()
+	}
+	got := labelValues(t, reg, "galleon_xds_responses_total", "type")
+	if len(got) != 2 || got["other"] != 120 || got[seV1] != 3 {
+		t.Errorf("responses by type label = %v, want only %s (3) and other (120)", got, seV1)
+	}
+}
+
+func TestDeltaNamesAreBounded(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "a1")
+	client := startServer(t, store)
+
+	t.Run("a name too long", func(t *testing.T) {
+		c := openDelta(t, client)
+		c.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: []string{strings.Repeat("n", grpcwire.MaxNameLen+1)}})
+		if _, err := c.stream.Recv(); grpcstatus.Code(err) != codes.InvalidArgument {
+			t.Fatalf("got %v, want InvalidArgument", err)
+		}
+	})
+	t.Run("a resume version too long", func(t *testing.T) {
+		c := openDelta(t, client)
+		c.send(&discovery.DeltaDiscoveryRequest{InitialResourceVersions: map[string]string{"ns/a": strings.Repeat("v", grpcwire.MaxNameLen+1)}})
+		if _, err := c.stream.Recv(); grpcstatus.Code(err) != codes.InvalidArgument {
+			t.Fatalf("got %v, want InvalidArgument", err)
+		}
+	})
+	t.Run("too many names over several requests", func(t *testing.T) {
+		c := openDelta(t, client)
+		half := grpcwire.MaxNamesPerStream/2 + 1
+		batch := func(from int) []string {
+			names := make([]string, half)
+			for i := range names {
+				names[i] = fmt.Sprintf("ns/n%d", from+i)
+			}
+			return names
+		}
+		c.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: batch(0)})
+		c.recvAck() // within the bound: answered
+		c.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: batch(half)})
+		for {
+			_, err := c.stream.Recv()
+			if err == nil {
+				continue // the answer to the first request's ACK, if any
+			}
+			if grpcstatus.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "wildcard") {
+				t.Fatalf("got %v, want ResourceExhausted that suggests a wildcard", err)
+			}
+			break
+		}
+	})
+	t.Run("re-subscribing the same names costs nothing more", func(t *testing.T) {
+		c := openDelta(t, client)
+		names := []string{"ns/a", "ns/b"}
+		c.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: names})
+		c.recvAck()
+		for range 3 {
+			c.send(&discovery.DeltaDiscoveryRequest{ResourceNamesSubscribe: names})
+		}
+		put(t, store, true, "ns/a", "a2")
+		if changed, _ := c.recvAck(); len(changed) != 1 {
+			t.Fatalf("after re-subscribing: changed %v", changed)
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// 50 NACKs of 1 MB each once wrote 49 MB of log in half a second.
+func TestNackLogIsCutAndBounded(t *testing.T) {
+	store := snapshot.NewStore()
+	put(t, store, true, "ns/a", "v0")
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	client := startServerWith(t, store, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	c := openSotW(t, client)
+	c.send(seV1, "", "", false)
+	const nacks = 20
+	huge := strings.Repeat("x", 100_000)
+	for i := range nacks {
+		r := c.recv()
+		req := &discovery.DiscoveryRequest{TypeUrl: seV1, ResponseNonce: r.Nonce,
+			ErrorDetail: &status.Status{Code: int32(codes.InvalidArgument), Message: huge}}
+		if err := c.stream.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		put(t, store, true, "ns/a", fmt.Sprintf("v%d", i+1))
+	}
+	c.recv() // the last NACK was handled before this response went out
+
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(l, "xds response rejected") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 5 {
+		t.Errorf("%d NACKs logged %d lines, want the stream's burst of 5", nacks, len(lines))
+	}
+	for _, l := range lines {
+		if len(l) > grpcwire.MaxLoggedText+512 {
+			t.Errorf("a NACK line is %d bytes: the client's text is not cut", len(l))
+		}
+		if !strings.Contains(l, "more bytes") {
+			t.Errorf("a cut NACK line does not say it was cut: %.200s", l)
+		}
+	}
+	if got := labelValues(t, reg, "galleon_xds_log_lines_suppressed_total", "protocol")["sotw"]; got != nacks-5 {
+		t.Errorf("galleon_xds_log_lines_suppressed_total{protocol=sotw} = %v, want %d", got, nacks-5)
+	}
+	if got := labelValues(t, reg, "galleon_xds_acks_total", "result")["nack"]; got != nacks {
+		t.Errorf("NACKs counted %v, want %d (every one counts, logged or not)", got, nacks)
+	}
+}
