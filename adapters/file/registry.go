@@ -92,6 +92,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -108,6 +109,10 @@ const (
 	// DefaultResync is the periodic re-scan interval unless
 	// Config.Resync says otherwise.
 	DefaultResync = 30 * time.Second
+	// DefaultMaxFileSize bounds one registry file unless Config.MaxFileSize
+	// says otherwise: five times the 10,001-service benchmark registry
+	// (12 MB), far from what a link to /dev/zero would cost.
+	DefaultMaxFileSize = 64 << 20
 
 	// debounceQuiet is how long the directory must stay quiet after an
 	// event before it is re-scanned: one editor save is a burst of events
@@ -130,6 +135,10 @@ type Config struct {
 	// Resync is the interval of the periodic re-scan that backs up the
 	// file-system watch; default 30s.
 	Resync time.Duration
+	// MaxFileSize bounds the size of one registry file; a larger one is
+	// rejected like a malformed one (its last good content stays served).
+	// Default DefaultMaxFileSize.
+	MaxFileSize int64
 	// Logger receives the adapter's logs; default slog.Default(). The
 	// adapter logs at Warn only what the Sink does not hear about (trouble
 	// with the file-system watch); the rejections and outages it reports
@@ -177,6 +186,12 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
+	}
+	if cfg.MaxFileSize < 0 {
+		return nil, fmt.Errorf("file registry: MaxFileSize %d is negative: use 0 for the default (%d bytes)", cfg.MaxFileSize, DefaultMaxFileSize)
+	}
+	if cfg.MaxFileSize == 0 {
+		cfg.MaxFileSize = DefaultMaxFileSize
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -421,7 +436,7 @@ func (s *runState) scan() error {
 			}
 		}
 		if err == nil {
-			data, err = os.ReadFile(path)
+			data, err = s.readFile(path)
 		}
 		if errors.Is(err, os.ErrNotExist) {
 			delete(seen, name)
@@ -433,6 +448,9 @@ func (s *runState) scan() error {
 			// said last, and read it again next time.
 			fs.parsed = false
 			fs.fileErr = &rejection{path: path, err: fmt.Errorf("cannot read file: %w", err)}
+			if fs.good != nil {
+				fs.fileErr.err = fmt.Errorf("%w (the file's last good content is still served)", fs.fileErr.err)
+			}
 			continue
 		}
 		fs.parsed, fs.fp = true, fingerprintOf(data)
@@ -456,10 +474,59 @@ func (s *runState) scan() error {
 	return nil
 }
 
+// openFile opens a registry file for reading if it is a regular file of at
+// most Config.MaxFileSize bytes. A named pipe, a device or a socket is
+// refused without blocking: O_NONBLOCK makes opening a FIFO return at once
+// (a plain open waits for a writer, and the watcher with it), and the
+// check is made on the open file, so a file swapped between the listing
+// and the open is caught too.
+func (s *runState) openFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("not a regular file (%v): only regular files, or links to them, are read", fi.Mode().Type())
+	}
+	if fi.Size() > s.cfg.MaxFileSize {
+		f.Close()
+		return nil, s.tooLarge(fi.Size())
+	}
+	return f, nil
+}
+
+func (s *runState) tooLarge(size int64) error {
+	return fmt.Errorf("file is %d bytes or more, over the limit of %d (--max-file-size)", size, s.cfg.MaxFileSize)
+}
+
+// readFile reads a registry file whole, never more than
+// Config.MaxFileSize bytes even if it grows while being read.
+func (s *runState) readFile(path string) ([]byte, error) {
+	f, err := s.openFile(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, s.cfg.MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > s.cfg.MaxFileSize {
+		return nil, s.tooLarge(int64(len(data)))
+	}
+	return data, nil
+}
+
 // fingerprintFile returns the fingerprint of the file at path, reading it
 // through s.buf so that an unchanged file costs no allocation.
 func (s *runState) fingerprintFile(path string) (fingerprint, error) {
-	f, err := os.Open(path)
+	f, err := s.openFile(path)
 	if err != nil {
 		return fingerprint{}, err
 	}
@@ -472,6 +539,9 @@ func (s *runState) fingerprintFile(path string) (fingerprint, error) {
 	for {
 		n, err := f.Read(s.buf)
 		size += int64(n)
+		if size > s.cfg.MaxFileSize {
+			return fingerprint{}, s.tooLarge(size)
+		}
 		_, _ = d.Write(s.buf[:n]) // never fails
 		if errors.Is(err, io.EOF) {
 			return fingerprint{size: size, hash: d.Sum64()}, nil

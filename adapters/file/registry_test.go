@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,7 +139,13 @@ type harness struct {
 
 func startRegistry(t *testing.T, dir string) *harness {
 	t.Helper()
-	reg, err := New(Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startRegistryWith(t, Config{Dir: dir})
+}
+
+func startRegistryWith(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,3 +655,58 @@ func TestLogsNameTheRegistryOnce(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A named pipe called p.yaml once blocked the watcher forever (new files
+// ignored, /readyz still ready, SIGTERM hanging); a link to /dev/zero took
+// the adapter to 3 GB. Neither is read: each is rejected, naming the file.
+func TestSpecialFilesAreRejectedNotRead(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "good.yaml", services(svc("one", "10.0.0.1")))
+	fifo := filepath.Join(dir, "p.yaml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	zero := filepath.Join(dir, "zero.yaml")
+	if err := os.Symlink("/dev/zero", zero); err != nil {
+		t.Fatal(err)
+	}
+	h := startRegistry(t, dir)
+	waitFor(t, "the initial Replace", h.sink, hasEvent("replace 1"))
+	waitFor(t, "the pipe rejected", h.sink, hasEvent("rejected "+fifo+": cannot read file: not a regular file"))
+	waitFor(t, "the device rejected", h.sink, hasEvent("rejected "+zero+": cannot read file: not a regular file"))
+	// The watcher is not stuck: a new file still arrives.
+	writeFile(t, dir, "later.yaml", services(svc("two", "10.0.0.2")))
+	waitFor(t, "a file written after them", h.sink, hasEvent("update ns/two"))
+}
+
+func TestFileSizeIsBounded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1")))
+	h := startRegistryWith(t, Config{Dir: dir, MaxFileSize: 1024})
+	waitFor(t, "the initial Replace", h.sink, hasEvent("replace 1"))
+
+	// The file grows over the limit: rejected, and its last good content
+	// stays served.
+	var entries []string
+	for i := range 40 {
+		entries = append(entries, svc(fmt.Sprintf("s%d", i), "10.0.1.1"))
+	}
+	writeFile(t, dir, "a.yaml", services(entries...))
+	waitFor(t, "the oversize rejection", h.sink, hasEvent("rejected "+path+": cannot read file: file is "))
+	events := settle(t, h.sink)
+	last := events[len(events)-1]
+	if !strings.Contains(last, "over the limit of 1024 (--max-file-size)") || !strings.Contains(last, "last good content is still served") {
+		t.Errorf("rejection does not say the limit and what is served: %q", last)
+	}
+	if _, state := h.sink.snapshot(); len(state) != 1 || firstAddress(state, "one") != "10.0.0.1" {
+		t.Errorf("an oversize file changed the state: %v", state)
+	}
+}
+
+func TestMaxFileSizeChecked(t *testing.T) {
+	if _, err := New(Config{Dir: t.TempDir(), MaxFileSize: -1}); err == nil || !strings.Contains(err.Error(), "MaxFileSize -1 is negative") {
+		t.Errorf("New with a negative MaxFileSize: %v", err)
+	}
+}

@@ -22,6 +22,7 @@ func main() {
 			fs.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files (required)")
 			fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of services whose file gives none")
 			fs.DurationVar(&cfg.Resync, "resync", 0, "interval of the full re-scan that backs up the file watch (0: 30s)")
+			fs.Int64Var(&cfg.MaxFileSize, "max-file-size", file.DefaultMaxFileSize, "largest registry file read, in bytes; a larger one is rejected and its last good content stays served")
 			return func(env daemon.Env) (registry.Registry, error) {
 				cfg.Logger = env.Logger
 				return file.New(cfg)
