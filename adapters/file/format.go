@@ -123,6 +123,17 @@ func errorAt(line int, format string, args ...any) error {
 // point an operator at the right line.
 var yamlLine = regexp.MustCompile(`line (\d+)`)
 
+// yamlValue is how yaml.v3 quotes a value in a decoding error:
+// "cannot unmarshal !!str `eighty` into uint32".
+var yamlValue = regexp.MustCompile("`[^`]*`")
+
+// withoutValues removes the values yaml.v3 quotes in decoding errors: the
+// line and the types say what is wrong, and a value (a token pasted into
+// the wrong place) must not be echoed into the log.
+func withoutValues(err error) error {
+	return errors.New(yamlValue.ReplaceAllString(err.Error(), "a value"))
+}
+
 // lineOf returns the best line number for err, or fallback.
 func lineOf(err error, fallback int) int {
 	var le *lineError
@@ -298,7 +309,7 @@ func parseService(n *yaml.Node, defaultNamespace string, in *interner) (model.Se
 	}
 	var spec serviceSpec
 	if err := n.Decode(&spec); err != nil {
-		return model.Service{}, serviceErr(n, defaultNamespace, err)
+		return model.Service{}, serviceErr(n, defaultNamespace, withoutValues(err))
 	}
 	svc, err := spec.toModel(n, defaultNamespace, in)
 	if err != nil {
@@ -558,10 +569,20 @@ func checkKnownFields(n *yaml.Node, t reflect.Type, in *interner) error {
 		if n.Kind != yaml.MappingNode {
 			return nil
 		}
-		for i := 1; i < len(n.Content); i += 2 {
-			if err := checkKnownFields(n.Content[i], t.Elem(), in); err != nil {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := checkKnownFields(n.Content[i], t.Key(), in); err != nil {
 				return err
 			}
+			if err := checkKnownFields(n.Content[i+1], t.Elem(), in); err != nil {
+				return err
+			}
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		// yaml.v3 truncates a float into an integer field: "number: 80.5"
+		// would be served as port 80. Only a YAML integer is one.
+		if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!float" {
+			return errorAt(n.Line, "%s is not a whole number", n.Value)
 		}
 	}
 	return nil
@@ -640,7 +661,17 @@ func kindName(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
+		// Not the value itself: a file holding something else (a token
+		// pasted into the wrong place) must not be echoed into the log.
+		switch n.ShortTag() {
+		case "!!int", "!!float":
+			return "a number"
+		case "!!bool":
+			return "a boolean"
+		case "!!null":
+			return "nothing (null)"
+		}
+		return fmt.Sprintf("a string of %d bytes", len(n.Value))
 	case yaml.AliasNode:
 		return "an alias"
 	}

@@ -124,6 +124,10 @@ func TestParseFileErrors(t *testing.T) {
 		{"port out of range", "services:\n- name: b\n  ports: [{number: 70000}]\n", false, 3, "not in 1-65535"},
 		{"duplicate port", "services:\n- name: b\n  ports: [{number: 80}, {number: 80}]\n", false, 3, "already listed"},
 		{"port type", "services:\n- name: b\n  ports:\n  - number: eighty\n", false, 4, "cannot unmarshal"},
+		{"port not a whole number", "services:\n- name: b\n  ports: [{number: 80.5}]\n", false, 3, "80.5 is not a whole number"},
+		{"instance port not a whole number", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n    ports: {80: 81.9}\n", false, 6, "81.9 is not a whole number"},
+		{"instance port key not a whole number", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n    ports: {80.0: 81}\n", false, 6, "80.0 is not a whole number"},
+		{"weight not a whole number", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n    weight: 1.5\n", false, 6, "1.5 is not a whole number"},
 		{"no name", "services:\n- namespace: x\n  ports: [{number: 80}]\n", false, 2, "name is required"},
 		{"bad name", "services:\n- name: Bad_Name\n  ports: [{number: 80}]\n", false, 2, `name "Bad_Name"`},
 		{"bad namespace", "services:\n- name: b\n  namespace: a.b\n  ports: [{number: 80}]\n", false, 3, `namespace "a.b"`},
@@ -198,5 +202,37 @@ func TestExamplesParse(t *testing.T) {
 	}
 	if total < 6 {
 		t.Errorf("examples define %d services, want at least 6", total)
+	}
+}
+
+// A parse error must not quote the file's content: a file holding only a
+// secret (a token pasted into the wrong place) was once echoed into the log.
+func TestParseErrorsDoNotQuoteContent(t *testing.T) {
+	const secret = "s3cr3t"
+	for _, data := range []string{
+		secret + "\n",
+		"services:\n- name: b\n  ports:\n  - number: " + secret + "\n",
+		"services:\n- name: b\n  ports: [{number: 80}]\n  labels: " + secret + "\n",
+		"services: " + secret + "\n",
+		"services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n    weight: " + secret + "\n",
+	} {
+		pf, rej := parseFile("/r/a.yaml", []byte(data), "default")
+		var msgs []string
+		if rej != nil {
+			msgs = append(msgs, rej.err.Error())
+		}
+		if pf != nil {
+			for _, r := range pf.rejected {
+				msgs = append(msgs, r.err.Error())
+			}
+		}
+		if len(msgs) == 0 {
+			t.Errorf("%q was accepted", data)
+		}
+		for _, m := range msgs {
+			if strings.Contains(m, secret) {
+				t.Errorf("the error quotes the file's content: %s", m)
+			}
+		}
 	}
 }

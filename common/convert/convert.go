@@ -222,7 +222,7 @@ func (c *converter) convert() []Resource {
 	}
 
 	se := &networking.ServiceEntry{
-		Hosts:      convertHosts(svc.Hosts),
+		Hosts:      c.convertHosts(svc.Hosts),
 		Addresses:  sortedUnique(svc.Addresses),
 		Ports:      make([]*networking.ServicePort, len(c.ports)),
 		Location:   networking.ServiceEntry_MESH_INTERNAL,
@@ -353,13 +353,17 @@ func convertPorts(in []model.Port) []port {
 }
 
 // convertHosts sanitises, sorts and de-duplicates hosts, dropping any that
-// sanitise to nothing.
-func convertHosts(in []string) []string {
+// sanitise to nothing. If that leaves none of several, it says which were
+// dropped and why, rather than only that a host is required.
+func (c *converter) convertHosts(in []string) []string {
 	out := make([]string, 0, len(in))
 	for _, h := range in {
 		if s := SanitizeHost(h); s != "" {
 			out = append(out, s)
 		}
+	}
+	if len(out) == 0 && len(in) > 0 {
+		c.errs.addf("hosts: %q left no host name after sanitising: a host must have a letter or digit in each label, and a bare \"*\" (every host) cannot be served by a ServiceEntry", in)
 	}
 	return sortedUnique(out)
 }

@@ -70,7 +70,7 @@ func TestConvertErrors(t *testing.T) {
 		{"no hosts", func(s *model.Service) { s.Hosts = nil },
 			Options{}, []string{"hosts: at least one host is required"}},
 		{"hosts that sanitise to nothing", func(s *model.Service) { s.Hosts = []string{"*", "*.*", "..."} },
-			Options{}, []string{"hosts: at least one host is required"}},
+			Options{}, []string{`hosts: ["*" "*.*" "..."] left no host name after sanitising`, `a bare "*" (every host) cannot be served`}},
 		{"IP address as host", func(s *model.Service) { s.Hosts = []string{"10.0.0.1"} },
 			Options{}, []string{`hosts[0]: "10.0.0.1" is not a valid host name: the top-level label "1" is all digits`}},
 		{"host too long", func(s *model.Service) { s.Hosts = []string{strings.Repeat("abcdefgh.", 30) + "com"} },

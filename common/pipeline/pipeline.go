@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -326,6 +328,9 @@ func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, chan
 		p.log.Warn("service rejected", attrs...)
 		return changes
 	}
+	if old == nil || !slices.Equal(old.model.Hosts, svc.Hosts) {
+		p.logRewrittenHosts(key, svc)
+	}
 	next := &servedService{model: svc, resources: make([]resourceKey, 0, len(objects))}
 	for _, obj := range objects {
 		rk := resourceKey{obj.Kind, obj.Name}
@@ -343,6 +348,19 @@ func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, chan
 	}
 	p.served[key] = next
 	return changes
+}
+
+// logRewrittenHosts says which of a service's hosts are served under
+// another name (a_b.example.com as a-b.example.com: '_' is not allowed in a
+// DNS name), once per change of the service's hosts, so that an operator
+// looking for the registry's name in istiod finds out why it is not there.
+// A change of case alone is not a rewrite: DNS names are case-insensitive.
+func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
+	for _, h := range svc.Hosts {
+		if s := convert.SanitizeHost(h); s != "" && s != strings.ToLower(h) {
+			p.log.Info("host rewritten to a valid DNS name", "service", key.String(), "registry", svc.Registry, "host", h, "served_as", s)
+		}
+	}
 }
 
 // objects converts svc and encodes its resources for the store.

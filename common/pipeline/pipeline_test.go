@@ -3,7 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -229,5 +232,46 @@ func TestUnreachableIsReported(t *testing.T) {
 	p.Unreachable(nil)
 	if p.Status().Unreachable != nil {
 		t.Fatal("status still unreachable")
+	}
+}
+
+// lockedBuffer is a log destination safe for the pipeline's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// a_b.example.com is served as a-b.example.com ('_' is not allowed in a DNS
+// name): that used to happen without a word.
+func TestRewrittenHostsAreLoggedOnce(t *testing.T) {
+	var logs lockedBuffer
+	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	svc := service("a", "10.0.0.1")
+	svc.Hosts = []string{"a_b.example.com", "Upper.Example.com"}
+	p.Replace([]model.Service{svc})
+	snap := waitSeq(t, store, 0)
+	svc = service("a", "10.0.0.2") // an endpoint change: same hosts
+	svc.Hosts = []string{"a_b.example.com", "Upper.Example.com"}
+	p.Update(svc)
+	waitSeq(t, store, snap.Seq)
+
+	lines := strings.Count(logs.String(), "host rewritten")
+	if lines != 1 {
+		t.Fatalf("%d 'host rewritten' lines, want 1 (once per change of hosts, none for a change of case):\n%s", lines, logs.String())
+	}
+	if l := logs.String(); !strings.Contains(l, "host=a_b.example.com served_as=a-b.example.com") || !strings.Contains(l, "service=ns/a") {
+		t.Errorf("the line does not name the host, what it is served as and the service:\n%s", l)
 	}
 }
