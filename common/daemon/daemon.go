@@ -86,6 +86,7 @@ type options struct {
 	quiet          time.Duration
 	maxDelay       time.Duration
 	shutdownGrace  time.Duration
+	debugPprof     bool
 	subsets        string
 	rules          subset.Rules // read from the subsets file at start
 
@@ -109,6 +110,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
+	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.StringVar(&o.calloutAddr, "mcp-callout", "", "legacy MCP callout: host:port of a sink's istio.mcp.v1alpha1 ResourceSink server to dial and serve (for sinks that cannot reach this process); empty: off")
 	fs.StringVar(&o.calloutCA, "mcp-callout-ca", "", "PEM CA bundle that verifies the callout sink's certificate; turns TLS on (default roots: the system's)")
@@ -282,7 +284,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, router, metrics), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, router, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
@@ -383,7 +385,7 @@ func collectionStates(snap *snapshot.Snapshot) map[string]collectionState {
 	return out
 }
 
-func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, router *subset.Router, metrics *prometheus.Registry) http.Handler {
+func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, router *subset.Router, metrics *prometheus.Registry, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -426,24 +428,29 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, rout
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	})
-	// Profiles, on this mux rather than http.DefaultServeMux.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	index := []string{
+		"/metrics       Prometheus metrics",
+		"/healthz       liveness",
+		"/readyz        readiness (ready once the registry was listed)",
+		"/debug/status  what is served, as JSON",
+	}
+	if profiles {
+		// On this mux rather than http.DefaultServeMux, and only when asked
+		// for: anyone who reaches the port could profile the process. The
+		// command line (pprof.Cmdline) is never served: it may hold a
+		// registry token given as a flag.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		index = append(index, "/debug/pprof/  Go profiles (--debug-pprof)")
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintf(w, "%s\n\n%s\n", spec.Name, strings.Join([]string{
-			"/metrics       Prometheus metrics",
-			"/healthz       liveness",
-			"/readyz        readiness (ready once the registry was listed)",
-			"/debug/status  what is served, as JSON",
-			"/debug/pprof/  Go profiles",
-		}, "\n"))
+		fmt.Fprintf(w, "%s\n\n%s\n", spec.Name, strings.Join(index, "\n"))
 	})
 	return mux
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,13 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/common/snapshot"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
@@ -195,6 +199,12 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
 		t.Fatalf("/metrics lacks galleon_services 1: %d", code)
 	}
+	// Profiles are off unless asked for (--debug-pprof).
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
+		if code, _ := get(path); code != http.StatusNotFound {
+			t.Errorf("%s answers %d without --debug-pprof, want 404", path, code)
+		}
+	}
 	// Both protocols on the one gRPC port: MCP over xDS is covered by the
 	// protocol tests; check that legacy MCP is registered and serving too.
 	conn, err := grpc.NewClient(listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -296,5 +306,23 @@ func TestRunCallsOutToASink(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+// With --debug-pprof the profiles are served, but never the command line,
+// which may hold a registry token (galleon-consul --token ...).
+func TestProfilesNeverServeTheCommandLine(t *testing.T) {
+	store := snapshot.NewStore()
+	h := httpHandler(testSpec(staticRegistry{}), pipeline.New(store, pipeline.Config{}), store, nil, prometheus.NewRegistry(), true)
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "heap") {
+		t.Errorf("/debug/pprof/ with --debug-pprof: %d", code)
+	}
+	if code, body := get("/debug/pprof/cmdline"); code == http.StatusOK || strings.Contains(body, os.Args[0]) {
+		t.Errorf("/debug/pprof/cmdline answers %d with the command line", code)
 	}
 }
