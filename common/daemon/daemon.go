@@ -277,7 +277,8 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router}).Register(g)
+	xdsSrv := xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router})
+	xdsSrv.Register(g)
 	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics, Router: router})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
@@ -323,6 +324,11 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 
 	<-ctx.Done()
 	log.Info("stopping", "grace", o.shutdownGrace)
+	// Config streams never end by themselves: end them with Unavailable so
+	// that clients reconnect at once and the graceful stop needs only the
+	// time to finish what is being written, not the whole grace.
+	xdsSrv.Drain()
+	mcpSrv.Drain()
 	stopped := make(chan struct{})
 	go func() { g.GracefulStop(); close(stopped) }()
 	select {

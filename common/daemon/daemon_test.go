@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/model"
@@ -165,7 +167,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	var logs syncBuffer
 	exit := make(chan int, 1)
 	go func() {
-		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--subsets", subsets}, &logs)
+		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--subsets", subsets, "--shutdown-grace", "1m"}, &logs)
 	}()
 
 	get := func(path string) (int, string) {
@@ -228,16 +230,23 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if len(resp.Resources) != 1 || resp.Resources[0].GetMetadata().GetName() != "ns/a" {
 		t.Fatalf("legacy MCP served %v, want ns/a", resp.Resources)
 	}
-	// A sink leaving is what lets the graceful stop below finish at once.
-	streamDone()
-	conn.Close()
+	// The stream stays open: stopping ends it with Unavailable, so the
+	// graceful stop does not wait out --shutdown-grace (set to a minute
+	// below); it once always did, and streams ended with a transport EOF.
+	stopping := time.Now()
 	cancel()
+	if _, err := mcpStream.Recv(); grpcstatus.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("an open stream ended with %v, want Unavailable saying the source is shutting down", err)
+	}
 	select {
 	case code := <-exit:
 		if code != 0 {
 			t.Fatalf("exit %d after cancel; logs:\n%s", code, logs.String())
 		}
-	case <-time.After(15 * time.Second):
+		if took := time.Since(stopping); took > 30*time.Second {
+			t.Errorf("stopping with a stream open took %v: it waited for the grace instead of ending the stream", took)
+		}
+	case <-time.After(90 * time.Second):
 		t.Fatal("Run did not stop after cancel")
 	}
 }

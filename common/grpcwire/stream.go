@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -68,6 +69,9 @@ func serveStream[Req, S any](ctx context.Context, cancelStream context.CancelFun
 	for {
 		select {
 		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), errDraining) {
+				return status.Error(codes.Unavailable, errDraining.Error()+": reconnect")
+			}
 			return nil
 		case err := <-recvErrs:
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
@@ -100,4 +104,41 @@ func Peek[Req any](recv func() (Req, error)) (first Req, again func() (Req, erro
 		}
 		return recv()
 	}
+}
+
+// errDraining is the cause a Drainer cancels stream contexts with.
+var errDraining = errors.New("the config source is shutting down")
+
+// Drainer ends a server's config streams when the server stops. They never
+// end by themselves, so a graceful stop would otherwise wait out its whole
+// grace and clients would see the transport close; ended with Unavailable,
+// they reconnect at once (istiod with its backoff), to another replica or
+// to this one restarted.
+type Drainer struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+// NewDrainer returns a Drainer that has not drained.
+func NewDrainer() *Drainer { return &Drainer{ch: make(chan struct{})} }
+
+// Drain ends every stream served with a context from Context, now and
+// later. It may be called more than once.
+func (d *Drainer) Drain() { d.once.Do(func() { close(d.ch) }) }
+
+// Context returns a stream context that also ends when d drains; the loop of
+// ServeStream then returns an Unavailable status. Call cancel when the
+// stream ends.
+func (d *Drainer) Context(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-d.ch:
+			cancel(errDraining)
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	return ctx, func() { close(done); cancel(context.Canceled) }
 }

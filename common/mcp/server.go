@@ -85,6 +85,8 @@ type Server struct {
 
 	warnMu sync.Mutex
 	warned map[string]string // collection -> last version warned about
+
+	drainer *grpcwire.Drainer
 }
 
 // NewServer returns a server for source.
@@ -98,8 +100,14 @@ func NewServer(source Source, opts Options) *Server {
 		maxSize = DefaultMaxResponseBytes
 	}
 	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
-		warned: map[string]string{}}
+		warned: map[string]string{}, drainer: grpcwire.NewDrainer()}
 }
+
+// Drain ends every stream sinks opened, now and later, with status
+// Unavailable, so that a graceful stop of the gRPC server completes as soon
+// as the responses being written are out, and sinks reconnect at once. The
+// callout ends with the context RunCallout was given.
+func (s *Server) Drain() { s.drainer.Drain() }
 
 // Register adds the ResourceSource service to g. g must use the codec of
 // xds.GRPCServerOptions (grpcwire.Codec), which writes pre-encoded responses.
@@ -228,7 +236,9 @@ func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_Estab
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
 	st := newStreamState(stream.SendMsg)
-	return s.serve(stream.Context(), nil, st, stream.Recv)
+	ctx, stop := s.drainer.Context(stream.Context())
+	defer stop()
+	return s.serve(ctx, nil, st, stream.Recv)
 }
 
 // serve runs the protocol on one stream, whichever side dialed: requests

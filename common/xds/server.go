@@ -34,6 +34,7 @@ type Server struct {
 	router  *subset.Router
 	log     *slog.Logger
 	metrics *Metrics
+	drainer *grpcwire.Drainer
 }
 
 // Options configures a Server.
@@ -53,8 +54,13 @@ func NewServer(source Source, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer)}
+	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer()}
 }
+
+// Drain ends every stream, now and later, with status Unavailable, so that
+// a graceful stop of the gRPC server completes as soon as the responses
+// being written are out, and clients reconnect at once.
+func (s *Server) Drain() { s.drainer.Drain() }
 
 // Register adds the ADS service to g.
 func (s *Server) Register(g *grpc.Server) {
@@ -195,6 +201,8 @@ func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.C
 	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	s.metrics.streams.WithLabelValues(protocol).Inc()
 	defer s.metrics.streams.WithLabelValues(protocol).Dec()
+	ctx, stop := s.drainer.Context(ctx)
+	defer stop()
 	var source Source = s.source
 	if s.router != nil {
 		var first Req
