@@ -109,6 +109,11 @@ const (
 	// DefaultResync is the periodic re-scan interval unless
 	// Config.Resync says otherwise.
 	DefaultResync = 30 * time.Second
+	// DefaultRemovalDelay is Config.RemovalDelay's default: longer than a
+	// non-atomic write takes (shell '>', Ansible copy without atomic
+	// rename, editors saving in place), short next to how long a removed
+	// instance lingers in istiod anyway.
+	DefaultRemovalDelay = 2 * time.Second
 	// DefaultMaxFileSize bounds one registry file unless Config.MaxFileSize
 	// says otherwise: five times the 10,001-service benchmark registry
 	// (12 MB), far from what a link to /dev/zero would cost.
@@ -139,6 +144,18 @@ type Config struct {
 	// rejected like a malformed one (its last good content stays served).
 	// Default DefaultMaxFileSize.
 	MaxFileSize int64
+	// RemovalDelay is how long the directory must stay unchanged before a
+	// scan that removes a service or an instance is reported: a file being
+	// written in place (truncated, then filled; renamed away, then back)
+	// reads short for a moment, and that must not remove anything from the
+	// mesh. Additions and changes are reported at once. Default
+	// DefaultRemovalDelay.
+	RemovalDelay time.Duration
+	// StateDir, if set, keeps each file's last good content on disk, so
+	// that a file that is malformed when the adapter restarts still
+	// contributes what it did before (otherwise that lives in memory
+	// only). It must be a directory of its own; its files are managed here.
+	StateDir string
 	// Logger receives the adapter's logs; default slog.Default(). The
 	// adapter logs at Warn only what the Sink does not hear about (trouble
 	// with the file-system watch); the rejections and outages it reports
@@ -187,6 +204,25 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Resync == 0 {
 		cfg.Resync = DefaultResync
 	}
+	if cfg.RemovalDelay < 0 {
+		return nil, fmt.Errorf("file registry: RemovalDelay %v is negative: use 0 for the default (%v)", cfg.RemovalDelay, DefaultRemovalDelay)
+	}
+	if cfg.RemovalDelay == 0 {
+		cfg.RemovalDelay = DefaultRemovalDelay
+	}
+	if cfg.StateDir != "" {
+		stateDir, err := filepath.Abs(cfg.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("file registry: StateDir %q: %w", cfg.StateDir, err)
+		}
+		if stateDir == dir {
+			return nil, fmt.Errorf("file registry: StateDir %s is the registry directory: give the state a directory of its own", stateDir)
+		}
+		if err := os.MkdirAll(stateDir, 0o700); err != nil {
+			return nil, fmt.Errorf("file registry: cannot create StateDir: %w", err)
+		}
+		cfg.StateDir = stateDir
+	}
 	if cfg.MaxFileSize < 0 {
 		return nil, fmt.Errorf("file registry: MaxFileSize %d is negative: use 0 for the default (%d bytes)", cfg.MaxFileSize, DefaultMaxFileSize)
 	}
@@ -226,7 +262,22 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 		reported: map[model.ServiceKey]served{},
 		rejected: map[string]bool{},
 	}
+	s.loadPersisted()
 	s.sync()
+
+	// removals fires once the directory was quiet for RemovalDelay while a
+	// report that removes something is held back.
+	removals := time.NewTimer(time.Hour)
+	removals.Stop()
+	defer removals.Stop()
+	armRemovals := func() {
+		if s.holdSince.IsZero() {
+			removals.Stop()
+		} else {
+			removals.Reset(s.cfg.RemovalDelay)
+		}
+	}
+	armRemovals()
 
 	ticker := time.NewTicker(s.nextScan())
 	defer ticker.Stop()
@@ -266,10 +317,18 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 			burstStart = time.Time{}
 			s.sync()
 			ticker.Reset(s.nextScan())
+			armRemovals()
 
 		case <-ticker.C:
 			s.sync()
 			ticker.Reset(s.nextScan())
+			armRemovals()
+
+		case <-removals.C:
+			s.forceRemovals = true
+			s.sync()
+			s.forceRemovals = false
+			armRemovals()
 		}
 	}
 }
@@ -345,7 +404,24 @@ type runState struct {
 	buf []byte
 	// unreachable is the error reported with Unreachable, nil if none.
 	unreachable error
+
+	// holdSince is when a report that removes something was first held
+	// back (zero: nothing held); forceRemovals makes the next report
+	// apply it (the directory was quiet for Config.RemovalDelay).
+	holdSince     time.Time
+	forceRemovals bool
+	// persisted are the files whose last good content is in
+	// Config.StateDir, by base name.
+	persisted map[string]bool
 }
+
+// errEmptyDir is the outage reported for a registry directory that holds no
+// registry file after services were served from it.
+var errEmptyDir = errors.New("the registry directory holds no *.yaml or *.yml file")
+
+// maxHoldFactor bounds how long removals are held while files keep
+// changing: Config.RemovalDelay times this, then they are applied anyway.
+const maxHoldFactor = 5
 
 // nextScan is the delay until the next periodic scan: short while the
 // directory is missing, Config.Resync otherwise.
@@ -386,7 +462,7 @@ func (s *runState) sync() {
 		return
 	}
 	// report would find no difference: skip building the merged state.
-	if s.changed || !s.synced || s.unreachable != nil {
+	if s.changed || !s.synced || s.unreachable != nil || s.forceRemovals {
 		s.report()
 	}
 }
@@ -448,22 +524,19 @@ func (s *runState) scan() error {
 			// said last, and read it again next time.
 			fs.parsed = false
 			fs.fileErr = &rejection{path: path, err: fmt.Errorf("cannot read file: %w", err)}
-			if fs.good != nil {
-				fs.fileErr.err = fmt.Errorf("%w (the file's last good content is still served)", fs.fileErr.err)
-			}
+			s.keepLastGood(name, fs)
 			continue
 		}
 		fs.parsed, fs.fp = true, fingerprintOf(data)
 		parsed, rej := parseFile(path, data, s.cfg.Namespace)
 		if rej != nil {
 			fs.fileErr = rej
-			if fs.good != nil {
-				rej.err = fmt.Errorf("%w (the file's last good content is still served)", rej.err)
-			}
+			s.keepLastGood(name, fs)
 			continue
 		}
 		fs.fileErr = nil
 		fs.good, fs.rejected = carryForward(fs.good, parsed)
+		s.persist(name, data)
 	}
 	for name := range s.files {
 		if !seen[name] {
@@ -552,6 +625,78 @@ func (s *runState) fingerprintFile(path string) (fingerprint, error) {
 	}
 }
 
+// keepLastGood completes a bad file's rejection with what is served
+// instead: the content it had in this run, or, after a restart, the last
+// good content kept in Config.StateDir.
+func (s *runState) keepLastGood(name string, fs *fileState) {
+	if fs.good == nil && s.persisted[name] {
+		path := filepath.Join(s.cfg.StateDir, name)
+		if data, err := os.ReadFile(path); err == nil {
+			if parsed, rej := parseFile(filepath.Join(s.cfg.Dir, name), data, s.cfg.Namespace); rej == nil {
+				fs.good, _ = carryForward(nil, parsed)
+				fs.fileErr.err = fmt.Errorf("%w (its last good content, kept in %s, is served)", fs.fileErr.err, s.cfg.StateDir)
+				return
+			}
+		}
+	}
+	if fs.good != nil {
+		fs.fileErr.err = fmt.Errorf("%w (the file's last good content is still served)", fs.fileErr.err)
+	}
+}
+
+// loadPersisted lists the files whose last good content Config.StateDir
+// holds.
+func (s *runState) loadPersisted() {
+	s.persisted = map[string]bool{}
+	if s.cfg.StateDir == "" {
+		return
+	}
+	entries, err := os.ReadDir(s.cfg.StateDir)
+	if err != nil {
+		s.log.Warn("cannot read the state directory; last good contents are kept in memory only", "state_dir", s.cfg.StateDir, "err", err)
+		return
+	}
+	for _, e := range entries {
+		if isRegistryFile(e.Name()) && e.Type().IsRegular() {
+			s.persisted[e.Name()] = true
+		}
+	}
+}
+
+// persist keeps a file's good content in Config.StateDir, written to a
+// temporary file and renamed, so a crash leaves the old copy or the new.
+func (s *runState) persist(name string, data []byte) {
+	if s.cfg.StateDir == "" {
+		return
+	}
+	path := filepath.Join(s.cfg.StateDir, name)
+	tmp := filepath.Join(s.cfg.StateDir, ".tmp-"+name)
+	err := os.WriteFile(tmp, data, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		s.log.Warn("cannot keep a file's last good content in the state directory", "file", name, "state_dir", s.cfg.StateDir, "err", err)
+		return
+	}
+	s.persisted[name] = true
+}
+
+// forgetRemoved drops the persisted copies of files no longer in the
+// directory, once their removal has been reported.
+func (s *runState) forgetRemoved() {
+	for name := range s.persisted {
+		if _, ok := s.files[name]; !ok {
+			if err := os.Remove(filepath.Join(s.cfg.StateDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.log.Warn("cannot remove a file's copy from the state directory", "file", name, "err", err)
+				continue
+			}
+			delete(s.persisted, name)
+		}
+	}
+}
+
 // carryForward returns the services of a newly parsed file, keeping the
 // previous version of each service whose new entry is malformed, and the
 // file's rejections. It takes over parsed.services.
@@ -636,6 +781,9 @@ type served struct {
 func (s *runState) report() {
 	s.changed = false
 	desired, rejections := s.merge()
+	if s.holdEmpty(desired) || s.holdRemovals(desired) {
+		return
+	}
 	resync := !s.synced || s.unreachable != nil
 	if resync {
 		// A resynchronisation from scratch: report every rejection that
@@ -686,6 +834,84 @@ func (s *runState) report() {
 		}
 	}
 	s.reported = desired
+	s.forgetRemoved()
+}
+
+// holdEmpty keeps the last state when the directory holds no registry file
+// at all after services were served from it (or, after a restart, after
+// Config.StateDir kept files from it): a directory deleted and recreated,
+// or a volume mounted empty, is far likelier than an operator removing
+// every service that way. It is reported as an outage until a file
+// appears; a file with "services: []" removes everything on purpose.
+func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
+	if len(desired) > 0 || len(s.files) > 0 {
+		return false
+	}
+	before := len(s.reported)
+	if !s.synced {
+		before = len(s.persisted)
+	}
+	if before == 0 {
+		return false
+	}
+	if !errors.Is(s.unreachable, errEmptyDir) {
+		err := fmt.Errorf("%w, after %d services (or files, before a restart) came from it: keeping them; a file with \"services: []\" removes every service on purpose", errEmptyDir, before)
+		s.log.Warn("registry directory is empty; serving the last state", "err", err)
+		s.sink.Unreachable(err)
+		s.unreachable = err
+	}
+	return true
+}
+
+// holdRemovals holds back a report that removes a service or an instance
+// until the directory has been quiet for Config.RemovalDelay (Run's
+// removals timer then forces it), so that a file read while being written
+// removes nothing. While files keep changing, the hold lasts at most
+// maxHoldFactor delays.
+func (s *runState) holdRemovals(desired map[model.ServiceKey]served) bool {
+	now := time.Now()
+	if !s.synced || !loses(s.reported, desired) {
+		if !s.holdSince.IsZero() {
+			s.log.Info("held removals are gone: the files were only being written")
+		}
+		s.holdSince = time.Time{}
+		return false
+	}
+	if s.holdSince.IsZero() {
+		s.holdSince = now
+		s.log.Info("a scan removes services or instances; reporting it once the directory is quiet", "delay", s.cfg.RemovalDelay)
+	}
+	if !s.forceRemovals && now.Sub(s.holdSince) < maxHoldFactor*s.cfg.RemovalDelay {
+		s.changed = true // report it on a later scan
+		return true
+	}
+	s.log.Info("reporting removals", "held", now.Sub(s.holdSince).Round(time.Millisecond))
+	s.holdSince = time.Time{}
+	return false
+}
+
+// loses says whether going from old to new removes a service or one of a
+// service's instances.
+func loses(old, new map[model.ServiceKey]served) bool {
+	for k, o := range old {
+		n, ok := new[k]
+		if !ok {
+			return true
+		}
+		if o.parsedService == n.parsedService {
+			continue
+		}
+		ids := make(map[string]bool, len(n.svc.Instances))
+		for _, inst := range n.svc.Instances {
+			ids[inst.ID] = true
+		}
+		for _, inst := range o.svc.Instances {
+			if !ids[inst.ID] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // merge combines the files, in name order, into the services to serve and

@@ -139,7 +139,9 @@ type harness struct {
 
 func startRegistry(t *testing.T, dir string) *harness {
 	t.Helper()
-	return startRegistryWith(t, Config{Dir: dir})
+	// Removals are held until the directory is quiet; a short hold keeps
+	// the tests quick (the hold itself has tests of its own).
+	return startRegistryWith(t, Config{Dir: dir, RemovalDelay: 50 * time.Millisecond})
 }
 
 func startRegistryWith(t *testing.T, cfg Config) *harness {
@@ -708,5 +710,194 @@ func TestFileSizeIsBounded(t *testing.T) {
 func TestMaxFileSizeChecked(t *testing.T) {
 	if _, err := New(Config{Dir: t.TempDir(), MaxFileSize: -1}); err == nil || !strings.Contains(err.Error(), "MaxFileSize -1 is negative") {
 		t.Errorf("New with a negative MaxFileSize: %v", err)
+	}
+}
+
+// noDeletes fails if any event removes a service or shrinks one's
+// instances to fewer than want addresses of name.
+func noLoss(t *testing.T, what string, sink *recordingSink, keys ...string) {
+	t.Helper()
+	events, state := sink.snapshot()
+	for _, e := range events {
+		if strings.HasPrefix(e, "delete ") {
+			t.Errorf("%s removed a service: %v", what, events)
+		}
+	}
+	for _, k := range keys {
+		if _, ok := state[key(k)]; !ok {
+			t.Errorf("%s: ns/%s is no longer served: %v", what, k, events)
+		}
+	}
+}
+
+// Writers that do not rename atomically (shell '>', Ansible copy without
+// atomic rename, editors saving in place) once removed services for as
+// long as the write took. Nothing may be removed while they write; a
+// genuine removal still arrives, once the directory is quiet.
+func TestNonAtomicWritesRemoveNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	full := services(svc("one", "10.0.0.1", "10.0.0.2"), svc("two", "10.0.0.3"), svc("three", "10.0.0.4"))
+	path := writeFile(t, dir, "a.yaml", full)
+	h := startRegistryWith(t, Config{Dir: dir, RemovalDelay: 700 * time.Millisecond})
+	waitFor(t, "the initial Replace", h.sink, hasEvent("replace 3"))
+
+	// Truncate, then write 300 ms later.
+	writeFile(t, dir, "a.yaml", "")
+	time.Sleep(300 * time.Millisecond)
+	writeFile(t, dir, "a.yaml", full)
+	// Half a file (it parses: two services, one of them with one instance
+	// of two), the rest 200 ms later.
+	half := full[:strings.Index(full, "  - address: 10.0.0.2")]
+	writeFile(t, dir, "a.yaml", half)
+	time.Sleep(200 * time.Millisecond)
+	writeFile(t, dir, "a.yaml", full)
+	// Renamed away, written back 100 ms later.
+	if err := os.Rename(path, filepath.Join(dir, ".a.yaml.bak")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	writeFile(t, dir, "a.yaml", full)
+	settle(t, h.sink)
+	time.Sleep(time.Second) // past the removal delay: a held removal would be out
+	noLoss(t, "non-atomic writes", h.sink, "one", "two", "three")
+	_, state := h.sink.snapshot()
+	if n := len(state[key("one")].Instances); n != 2 {
+		t.Errorf("ns/one has %d instances after the writes, want 2", n)
+	}
+
+	// A genuine removal arrives once the directory was quiet for the delay.
+	start := time.Now()
+	writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1"), svc("two", "10.0.0.3")))
+	waitFor(t, "the genuine removal", h.sink, hasEvent("delete ns/three"))
+	if took := time.Since(start); took < 700*time.Millisecond {
+		t.Errorf("the removal was reported after %v, before the directory was quiet for the delay", took)
+	}
+	_, state = h.sink.snapshot()
+	if n := len(state[key("one")].Instances); n != 1 {
+		t.Errorf("ns/one has %d instances after the genuine edit, want 1", n)
+	}
+}
+
+// A file rewritten over and over must not hold removals back for ever.
+func TestRemovalsAreHeldAtMostAFewDelays(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1"), svc("two", "10.0.0.2")))
+	writeFile(t, dir, "busy.yaml", services(svc("busy", "10.0.1.1")))
+	h := startRegistryWith(t, Config{Dir: dir, RemovalDelay: 200 * time.Millisecond})
+	waitFor(t, "the initial Replace", h.sink, hasEvent("replace 3"))
+	writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1")))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				writeFile(t, dir, "busy.yaml", services(svc("busy", fmt.Sprintf("10.0.1.%d", 1+i%2))))
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	waitFor(t, "the removal despite a busy directory", h.sink, hasEvent("delete ns/two"))
+}
+
+// A directory deleted and recreated empty (or a volume mounted empty) was
+// served as 0 services: istiod would delete every one. The last state is
+// kept and the outage reported; a file saying "services: []" removes
+// everything on purpose.
+func TestEmptyDirectoryKeepsTheLastState(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1")))
+	h := startRegistry(t, dir)
+	waitFor(t, "the initial Replace", h.sink, hasEvent("replace 1"))
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the outage", h.sink, hasEvent("unreachable the registry directory holds no *.yaml or *.yml file"))
+	settle(t, h.sink)
+	noLoss(t, "an empty directory", h.sink, "one")
+
+	writeFile(t, dir, "a.yaml", "services: []\n")
+	waitFor(t, "the removal on purpose", h.sink, func(events []string, state map[model.ServiceKey]model.Service) bool {
+		return len(state) == 0 && events[len(events)-1] == "unreachable nil"
+	})
+}
+
+// kill -9 while a file is malformed, then a restart: that file's services
+// were removed, since its last good content lived in memory only. With a
+// state directory it is kept across restarts.
+func TestStateDirKeepsLastGoodAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	good := services(svc("one", "10.0.0.1"), svc("two", "10.0.0.2"))
+	path := writeFile(t, dir, "a.yaml", good)
+	writeFile(t, dir, "b.yaml", services(svc("other", "10.0.1.1")))
+	cfg := Config{Dir: dir, StateDir: state, RemovalDelay: 50 * time.Millisecond}
+
+	first := startRegistryWith(t, cfg)
+	waitFor(t, "the first run's Replace", first.sink, hasEvent("replace 3"))
+	first.cancel()
+	<-first.done
+	first.done <- nil // for the cleanup
+
+	writeFile(t, dir, "a.yaml", "services:\n- name: one\n  ports: [\n") // malformed
+	second := startRegistryWith(t, cfg)
+	waitFor(t, "the restarted run's Replace", second.sink, hasEvent("replace 3"))
+	waitFor(t, "the rejection naming the state directory", second.sink,
+		hasEvent("rejected "+path+":3: invalid YAML"))
+	events, st := second.sink.snapshot()
+	if firstAddress(st, "two") != "10.0.0.2" {
+		t.Errorf("ns/two is not served from the kept content: %v", events)
+	}
+	found := false
+	for _, e := range events {
+		found = found || strings.Contains(e, "kept in "+state+", is served")
+	}
+	if !found {
+		t.Errorf("the rejection does not say the kept content is served: %v", events)
+	}
+
+	// A file removed on purpose is forgotten by the state directory too.
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removal of b.yaml", second.sink, hasEvent("delete ns/other"))
+	waitForFile := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := os.Stat(filepath.Join(state, "b.yaml")); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(waitForFile) {
+			t.Fatal("b.yaml's kept copy is still in the state directory after its removal")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// After a restart, a directory with no file while the state directory kept
+// some is the empty-volume case: nothing is reported as the full listing.
+func TestRestartOnAnEmptyDirectoryWithStateHoldsBack(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, state, "a.yaml", services(svc("one", "10.0.0.1")))
+	h := startRegistryWith(t, Config{Dir: dir, StateDir: state})
+	waitFor(t, "the outage", h.sink, hasEvent("unreachable the registry directory holds no"))
+	if n := h.sink.count("replace"); n != 0 {
+		t.Errorf("an empty directory after a restart was reported as the full listing (%d Replace)", n)
+	}
+}
+
+func TestStateDirChecked(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := New(Config{Dir: dir, StateDir: dir}); err == nil || !strings.Contains(err.Error(), "is the registry directory") {
+		t.Errorf("StateDir = Dir: %v", err)
+	}
+	if _, err := New(Config{Dir: dir, RemovalDelay: -time.Second}); err == nil || !strings.Contains(err.Error(), "RemovalDelay -1s is negative") {
+		t.Errorf("negative RemovalDelay: %v", err)
 	}
 }
