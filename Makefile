@@ -3,14 +3,17 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet e2e istiod consul proto
+.PHONY: help build test unit vet e2e istiod consul proto deps
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 build: ## build every binary into bin/
 	$(GO) build -o bin/ ./cmd/...
 
-vet: ## go vet (both modules), gofmt check and generated-code check (scripts/proto.sh check)
+deps: ## download every module the three Go modules need, retrying requests the module proxy leaves unanswered (scripts/gofetch.sh)
+	scripts/deps.sh
+
+vet: deps ## go vet (both modules), gofmt check and generated-code check (scripts/proto.sh check)
 	$(GO) vet ./...
 	cd test && $(GO) vet ./...
 	cd test/legacymcp && $(GO) vet ./...
@@ -20,7 +23,7 @@ vet: ## go vet (both modules), gofmt check and generated-code check (scripts/pro
 proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins itself, cached outside the repo)
 	scripts/proto.sh generate
 
-unit: consul ## unit and protocol tests of the main module, race detector on (the Consul adapter's tests use a real consul)
+unit: deps consul ## unit and protocol tests of the main module, race detector on (the Consul adapter's tests use a real consul)
 	$(GO) test -race -count=1 ./...
 
 istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once; ~5 min cold)
@@ -29,7 +32,7 @@ istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once
 consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
 	scripts/consul.sh build >/dev/null
 
-e2e: istiod ## end-to-end and conformance tests against a real istiod (per release: GALLEON_ISTIOD_RELEASES), and the set-up scripts' failure paths
+e2e: deps istiod ## end-to-end and conformance tests against a real istiod (per release: GALLEON_ISTIOD_RELEASES), and the set-up scripts' failure paths
 	GO=$(GO) scripts/test-report.sh test -count=1 ./...
 	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
 

@@ -17,14 +17,125 @@ galleon_go_proxy() {
 	go env GOPROXY 2>/dev/null || printf '%s\n' "${GOPROXY:-unknown}"
 }
 
+# The proxy sometimes accepts a request and never answers it (seen 2026-11-23: a .mod fetch over
+# HTTP/2 hung for 9 minutes), and go has no timeout for that: one stalled request hangs the whole
+# build. So every go command that may fetch runs under a watchdog: if its process tree uses no
+# CPU and nothing new lands in the module cache for GALLEON_FETCH_STALL_SECONDS, it is stopped and
+# run again (what it had downloaded stays in the cache), up to GALLEON_FETCH_ATTEMPTS times.
+GALLEON_FETCH_STALL_SECONDS=${GALLEON_FETCH_STALL_SECONDS:-120}
+GALLEON_FETCH_ATTEMPTS=${GALLEON_FETCH_ATTEMPTS:-3}
+
+# galleon_tree_cpu PID prints the CPU ticks used so far by process PID and its descendants: each
+# one's own time plus that of the children it has waited for (a finished compile counts in go's).
+galleon_tree_cpu() {
+	local root=$1 f
+	for f in /proc/[0-9]*/stat; do
+		cat "$f" 2>/dev/null
+		echo
+	done | awk -v root="$root" '
+		NF > 0 {
+			pid = $1; sub(/^.*\) /, "")
+			parent[pid] = $2; ticks[pid] = $12 + $13 + $14 + $15
+		}
+		END {
+			for (p in ticks) {
+				for (q = p; q != "" && q > 1 && q != root; q = parent[q]) {}
+				if (q == root) s += ticks[p]
+			}
+			print s + 0
+		}'
+}
+
+# galleon_tree_pids PID prints PID and its descendants.
+galleon_tree_pids() {
+	local root=$1 f
+	for f in /proc/[0-9]*/stat; do
+		cat "$f" 2>/dev/null
+		echo
+	done | awk -v root="$root" '
+		NF > 0 { pid = $1; sub(/^.*\) /, ""); parent[pid] = $2 }
+		END {
+			for (p in parent) {
+				for (q = p; q != "" && q > 1 && q != root; q = parent[q]) {}
+				if (q == root) print p
+			}
+		}'
+}
+
+# galleon_go_watched LOG DIR GO-ARGS... runs `go GO-ARGS...` in DIR, output appended to LOG, and
+# stops it when it stalls (see above); returns go's status, or 124 when it stalled. Without /proc
+# it just runs go.
+galleon_go_watched() {
+	local log=$1 dir=$2
+	shift 2
+	if [[ ! -r /proc/self/stat ]]; then
+		(cd "$dir" && go "$@") >>"$log" 2>&1
+		return
+	fi
+	local modcache marker pid cpu last_cpu idle=0 step=5
+	((GALLEON_FETCH_STALL_SECONDS < 10)) && step=1
+	modcache="$(go env GOMODCACHE)/cache/download"
+	mkdir -p "$modcache"
+	marker=$(mktemp "${TMPDIR:-/tmp}/galleon-watch.XXXXXX")
+	(cd "$dir" && exec go "$@") >>"$log" 2>&1 &
+	pid=$!
+	last_cpu=$(galleon_tree_cpu "$pid")
+	while kill -0 "$pid" 2>/dev/null; do
+		sleep "$step" &
+		wait $! 2>/dev/null
+		kill -0 "$pid" 2>/dev/null || break
+		cpu=$(galleon_tree_cpu "$pid")
+		# Progress: more than a quarter of a second of CPU, or a new file in the module cache.
+		if ((cpu - last_cpu > 25)) || [[ -n "$(find "$modcache" -newer "$marker" -print -quit 2>/dev/null)" ]]; then
+			idle=0
+		else
+			idle=$((idle + step))
+		fi
+		last_cpu=$cpu
+		touch "$marker"
+		if ((idle >= GALLEON_FETCH_STALL_SECONDS)); then
+			echo "gofetch: go $1 made no progress for ${idle} s (a request to the module proxy that is never answered); stopping it" >>"$log"
+			# go stops its own children on an interrupt; whatever is left goes after 2 s.
+			local left
+			left=$(galleon_tree_pids "$pid")
+			kill -INT "$pid" 2>/dev/null
+			sleep 2
+			# shellcheck disable=SC2086
+			kill -KILL $left 2>/dev/null
+			wait "$pid" 2>/dev/null
+			rm -f "$marker"
+			return 124
+		fi
+	done
+	rm -f "$marker"
+	wait "$pid"
+}
+
+# galleon_go_retry LOG DIR GO-ARGS... is galleon_go_watched, run again after a stall, up to
+# GALLEON_FETCH_ATTEMPTS times. Progress goes to stderr.
+galleon_go_retry() {
+	local log=$1 dir=$2 attempt rc
+	shift 2
+	for ((attempt = 1; attempt <= GALLEON_FETCH_ATTEMPTS; attempt++)); do
+		galleon_go_watched "$log" "$dir" "$@"
+		rc=$?
+		[[ $rc -ne 124 ]] && return "$rc"
+		if ((attempt < GALLEON_FETCH_ATTEMPTS)); then
+			echo "go $1 stalled on the module proxy for ${GALLEON_FETCH_STALL_SECONDS} s; trying again ($((attempt + 1)) of $GALLEON_FETCH_ATTEMPTS)" >&2
+		fi
+	done
+	return 124
+}
+
 # galleon_go_build LOG MODDIR OUT PKG [GO BUILD ARGS...]
-# go build -mod=readonly -o OUT [ARGS...] PKG inside MODDIR, all output appended to LOG.
-# GOFLAGS from the environment are kept (e.g. -buildvcs=false) but -mod is forced to readonly:
-# a build must never edit the committed go.mod/go.sum or resolve a version it does not pin.
+# go build -mod=readonly -o OUT [ARGS...] PKG inside MODDIR, all output appended to LOG, under
+# the stall watchdog. GOFLAGS from the environment are kept (e.g. -buildvcs=false) but -mod is
+# forced to readonly: a build must never edit the committed go.mod/go.sum or resolve a version it
+# does not pin.
 galleon_go_build() {
 	local log=$1 dir=$2 out=$3 pkg=$4
 	shift 4
-	(cd "$dir" && GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly" go build -o "$out" "$@" "$pkg") >>"$log" 2>&1
+	GOWORK=off GOFLAGS="${GOFLAGS:-} -mod=readonly" galleon_go_retry "$log" "$dir" build -o "$out" "$@" "$pkg"
 }
 
 # galleon_go_download LOG MODDIR MODULE@QUERY
@@ -50,7 +161,9 @@ galleon_go_failure() {
 	local tool=$1 log=$2 tried=$3 fix=$4 proxy what mod status
 	proxy=$(galleon_go_proxy)
 	mod=$(galleon_go_refused_module "$log")
-	if grep -q 'GOPROXY=off' "$log"; then
+	if grep -q '^gofetch: .* made no progress' "$log" && ! grep -q 'GOPROXY=off' "$log" && [[ -z "$mod" ]]; then
+		what="the Go module proxy ($proxy) stalled: a request went unanswered for ${GALLEON_FETCH_STALL_SECONDS} s, $GALLEON_FETCH_ATTEMPTS times"
+	elif grep -q 'GOPROXY=off' "$log"; then
 		what="module downloads are disabled (GOPROXY=off) and the module cache lacks what the build needs"
 	elif [[ -n "$mod" ]]; then
 		status=$(grep -F "$mod" "$log" | grep -Eo '(403|404|410)[^[:cntrl:]]*' | head -n1)

@@ -251,3 +251,37 @@ func TestScriptsNameNoRegistryHost(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// silentProxy accepts every request and never answers it, as the module proxy once did for 9
+// minutes; go has no timeout of its own for that.
+func silentProxy(t *testing.T) string {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: lets Close return
+	return srv.URL
+}
+
+func TestIstiodProxyStalls(t *testing.T) {
+	url := silentProxy(t)
+	start := time.Now()
+	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY="+url,
+		"GALLEON_FETCH_STALL_SECONDS=3", "GALLEON_FETCH_ATTEMPTS=2")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "stalled", "unanswered for 3 s, 2 times", url, "retry later", "GALLEON_PILOT_DISCOVERY")
+	if !strings.Contains(stderr, "trying again (2 of 2)") {
+		t.Errorf("the stall was not retried:\n%s", stderr)
+	}
+	// Bounded: two stalls of 3 s and the go start-up, nowhere near go's own (absent) timeout.
+	if took := time.Since(start); took > 90*time.Second {
+		t.Errorf("a stalled proxy held the build for %v", took)
+	}
+}
