@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet e2e istiod consul proto deps
+.PHONY: help build test unit vet e2e istiod consul proto deps fuzz fuzz-short
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -36,7 +36,13 @@ e2e: deps istiod ## end-to-end and conformance tests against a real istiod (per 
 	GO=$(GO) scripts/test-report.sh test -count=1 ./...
 	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
 
-test: vet unit e2e ## every test: unit, protocol, conformance and end-to-end
+fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input lands in the package's testdata/fuzz: commit it
+	GO=$(GO) scripts/fuzz.sh
+
+fuzz-short: deps ## a short pass of every fuzz target (3 s each), part of make test
+	FUZZTIME=3s GO=$(GO) scripts/fuzz.sh
+
+test: vet unit fuzz-short e2e ## every test: unit, protocol, fuzz (short), conformance and end-to-end
 
 .PHONY: fresh-machine
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each

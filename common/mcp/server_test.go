@@ -53,7 +53,7 @@ func startServer(t *testing.T, store *snapshot.Store, opts Options) (*Server, mc
 	return s, mcpv1alpha1.NewResourceSourceClient(conn)
 }
 
-func apply(t *testing.T, s *snapshot.Store, kind snapshot.Kind, ready bool, kv ...string) {
+func apply(t testing.TB, s *snapshot.Store, kind snapshot.Kind, ready bool, kv ...string) {
 	t.Helper()
 	var changes []snapshot.Change
 	for i := 0; i < len(kv); i += 2 {
@@ -69,7 +69,7 @@ func apply(t *testing.T, s *snapshot.Store, kind snapshot.Kind, ready bool, kv .
 }
 
 // put changes ServiceEntries: name, body pairs; an empty body deletes.
-func put(t *testing.T, s *snapshot.Store, ready bool, kv ...string) {
+func put(t testing.TB, s *snapshot.Store, ready bool, kv ...string) {
 	t.Helper()
 	apply(t, s, snapshot.ServiceEntry, ready, kv...)
 }

@@ -47,7 +47,7 @@ func startServerWith(t *testing.T, store *snapshot.Store, opts Options) discover
 	return discovery.NewAggregatedDiscoveryServiceClient(conn)
 }
 
-func put(t *testing.T, s *snapshot.Store, ready bool, kv ...string) {
+func put(t testing.TB, s *snapshot.Store, ready bool, kv ...string) {
 	t.Helper()
 	var changes []snapshot.Change
 	for i := 0; i < len(kv); i += 2 {
