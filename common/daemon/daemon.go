@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
@@ -87,6 +88,7 @@ type options struct {
 	maxDelay       time.Duration
 	shutdownGrace  time.Duration
 	debugPprof     bool
+	sendTimeout    time.Duration
 	subsets        string
 	rules          subset.Rules // read from the subsets file at start
 
@@ -110,6 +112,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
+	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.StringVar(&o.calloutAddr, "mcp-callout", "", "legacy MCP callout: host:port of a sink's istio.mcp.v1alpha1 ResourceSink server to dial and serve (for sinks that cannot reach this process); empty: off")
@@ -131,6 +134,9 @@ func (o *options) check() error {
 			errs = append(errs, fmt.Errorf("--subsets: %w", err))
 		}
 		o.rules = rules
+	}
+	if o.sendTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--send-timeout %v: want a positive duration, e.g. 1m", o.sendTimeout))
 	}
 	if o.panicThreshold < 0 || o.panicThreshold > 100 {
 		errs = append(errs, fmt.Errorf("--panic-threshold %d: want a percentage from 0 to 100", o.panicThreshold))
@@ -277,9 +283,9 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	xdsSrv := xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router})
+	xdsSrv := xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router, SendTimeout: o.sendTimeout})
 	xdsSrv.Register(g)
-	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics, Router: router})
+	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics, Router: router, SendTimeout: o.sendTimeout})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

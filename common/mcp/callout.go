@@ -141,7 +141,9 @@ func (s *Server) callout(ctx context.Context, address string, dialOpts []grpc.Di
 	log.Info("mcp callout: stream to the sink established")
 	s.metrics.calloutConnected.Set(1)
 	defer s.metrics.calloutConnected.Set(0)
-	st := newStreamState(stream.SendMsg)
+	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
+	defer sender.Close()
+	st := newStreamState(sender.Send)
 	err = s.serve(streamCtx, cancel, st, stream.Recv)
 	if err == nil {
 		err = errors.New("the sink closed the stream")

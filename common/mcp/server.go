@@ -71,6 +71,10 @@ type Options struct {
 	// (once per collection version) and galleon_mcp_oversize_responses_total
 	// counted. The response is sent anyway. 0 means DefaultMaxResponseBytes.
 	MaxResponseBytes int
+	// SendTimeout bounds how long a sink may leave one response unread
+	// before its stream is closed (ResourceExhausted); default
+	// grpcwire.DefaultSendTimeout.
+	SendTimeout time.Duration
 }
 
 // Server implements istio.mcp.v1alpha1.ResourceSource over a Source.
@@ -87,6 +91,8 @@ type Server struct {
 	warned map[string]string // collection -> last version warned about
 
 	drainer *grpcwire.Drainer
+	// sendTimeout bounds how long a sink may leave a response unread.
+	sendTimeout time.Duration
 }
 
 // NewServer returns a server for source.
@@ -100,7 +106,7 @@ func NewServer(source Source, opts Options) *Server {
 		maxSize = DefaultMaxResponseBytes
 	}
 	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
-		warned: map[string]string{}, drainer: grpcwire.NewDrainer()}
+		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout}
 }
 
 // Drain ends every stream sinks opened, now and later, with status
@@ -235,7 +241,9 @@ func (s *Server) admitResume(held int, resume map[string]string) error {
 func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamServer) error {
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
-	st := newStreamState(stream.SendMsg)
+	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
+	defer sender.Close()
+	st := newStreamState(sender.Send)
 	ctx, stop := s.drainer.Context(stream.Context())
 	defer stop()
 	return s.serve(ctx, nil, st, stream.Recv)

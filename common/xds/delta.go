@@ -44,6 +44,8 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	var order []*deltaWatch
 	var nonces uint64
 	budget := grpcwire.NewLogLimiter()
+	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
+	defer sender.Close()
 	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
 		func(req *discovery.DeltaDiscoveryRequest) error {
 			w, err := s.deltaRequest(watches, budget, req)
@@ -54,7 +56,7 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 		},
 		func(snap *snapshot.Snapshot) error {
 			for _, w := range order {
-				if err := s.deltaPush(stream, w, snap, &nonces); err != nil {
+				if err := s.deltaPush(sender.Send, w, snap, &nonces); err != nil {
 					return err
 				}
 			}
@@ -143,7 +145,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 	return nil, nil
 }
 
-func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer, w *deltaWatch, snap *snapshot.Snapshot, nonces *uint64) error {
+func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.Snapshot, nonces *uint64) error {
 	if w.pending {
 		return nil
 	}
@@ -170,7 +172,7 @@ func (s *Server) deltaPush(stream discovery.AggregatedDiscoveryService_DeltaAggr
 	*nonces++
 	nonce := strconv.FormatUint(*nonces, 10)
 	msg := deltaEncoded(version, w.typeURL, nonce, changed, removed)
-	if err := stream.SendMsg(msg); err != nil {
+	if err := send(msg); err != nil {
 		return err
 	}
 	w.sent, w.pending, w.nonce, w.sentAt = true, true, nonce, time.Now()

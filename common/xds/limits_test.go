@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -194,5 +195,48 @@ func TestNackLogIsCutAndBounded(t *testing.T) {
 	}
 	if got := labelValues(t, reg, "galleon_xds_acks_total", "result")["nack"]; got != nacks {
 		t.Errorf("NACKs counted %v, want %d (every one counts, logged or not)", got, nacks)
+	}
+}
+
+// Responses wait for ACKs, so a sink that stops reading pins one response
+// per type. One that ACKs without reading (nonces are easy to guess) made
+// the server write until gRPC's flow control blocked the stream for ever.
+// Now a write that waits longer than the send timeout closes the stream with
+// a status, and what it pinned is released.
+func TestSinkThatStopsReadingIsCutOff(t *testing.T) {
+	store := snapshot.NewStore()
+	big := strings.Repeat("x", 2<<20) // past every flow-control window
+	put(t, store, true, "ns/a", big+"1")
+	client := startServerWith(t, store, Options{SendTimeout: 300 * time.Millisecond})
+	stuck := openSotW(t, client)
+	stuck.send(seV1, "", "", false)
+	// It ACKs each version blindly and never reads.
+	for i := range 6 {
+		time.Sleep(20 * time.Millisecond)
+		seq := store.Current().Collection(snapshot.ServiceEntry).Seq
+		if err := stuck.stream.Send(&discovery.DiscoveryRequest{TypeUrl: seV1, ResponseNonce: nonceOf(seq)}); err != nil {
+			break // the server closed the stream already
+		}
+		put(t, store, true, "ns/a", fmt.Sprintf("%s%d", big, i+2))
+	}
+	// A healthy sink is served meanwhile.
+	healthy := openSotW(t, client)
+	healthy.send(seV1, "", "", false)
+	if r := healthy.recv(); len(r.Resources) != 1 {
+		t.Fatalf("healthy sink: %d resources", len(r.Resources))
+	}
+	// The stuck one ends with ResourceExhausted once it reads again.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := stuck.stream.Recv()
+		if err != nil {
+			if grpcstatus.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "has not read") {
+				t.Fatalf("the stuck sink's stream ended with %v, want ResourceExhausted", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stuck sink's stream was never closed")
+		}
 	}
 }

@@ -35,6 +35,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 	drainer *grpcwire.Drainer
+	// sendTimeout bounds how long a client may leave a response unread.
+	sendTimeout time.Duration
 }
 
 // Options configures a Server.
@@ -42,6 +44,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// SendTimeout bounds how long a client may leave one response unread
+	// before its stream is closed (ResourceExhausted); default
+	// grpcwire.DefaultSendTimeout.
+	SendTimeout time.Duration
 	// Router, when set, serves each stream the config subset its node
 	// selects instead of source: the node id and string metadata fields of
 	// the stream's first request are matched against the subset rules.
@@ -54,7 +60,8 @@ func NewServer(source Source, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer()}
+	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
+		sendTimeout: opts.SendTimeout}
 }
 
 // Drain ends every stream, now and later, with status Unavailable, so that

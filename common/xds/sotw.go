@@ -42,6 +42,8 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 	watches := map[string]*sotwWatch{}
 	var order []*sotwWatch // in the order first asked: responses follow it
 	budget := grpcwire.NewLogLimiter()
+	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
+	defer sender.Close()
 	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
 		func(req *discovery.DiscoveryRequest) error {
 			w, err := s.sotwRequest(watches, budget, req)
@@ -52,7 +54,7 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 		},
 		func(snap *snapshot.Snapshot) error {
 			for _, w := range order {
-				if err := s.sotwPush(stream, w, snap); err != nil {
+				if err := s.sotwPush(sender.Send, w, snap); err != nil {
 					return err
 				}
 			}
@@ -106,7 +108,7 @@ func (s *Server) sotwRequest(watches map[string]*sotwWatch, budget *grpcwire.Log
 
 // sotwPush sends w's current state if the client may receive it and does
 // not have it.
-func (s *Server) sotwPush(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer, w *sotwWatch, snap *snapshot.Snapshot) error {
+func (s *Server) sotwPush(send func(any) error, w *sotwWatch, snap *snapshot.Snapshot) error {
 	if w.pending {
 		return nil
 	}
@@ -134,7 +136,7 @@ func (s *Server) sotwPush(stream discovery.AggregatedDiscoveryService_StreamAggr
 		}
 		msg = emptyEncoded(w.typeURL)
 	}
-	if err := stream.SendMsg(msg); err != nil {
+	if err := send(msg); err != nil {
 		return err
 	}
 	w.sent, w.sentSeq, w.sentVer, w.pending, w.resend = true, seq, version, true, false
