@@ -25,7 +25,7 @@ const (
 	DefaultSweepInterval     = 10 * time.Second
 	DefaultDatacenterRefresh = time.Minute
 	DefaultRetryMin          = 250 * time.Millisecond
-	DefaultRetryMax          = 30 * time.Second
+	DefaultRetryMax          = 2 * time.Second
 
 	// AllDatacenters in Config.Datacenters watches every datacenter the
 	// agent knows (/v1/catalog/datacenters), followed over time.
@@ -121,7 +121,9 @@ type Config struct {
 	// again with Datacenters = all (default 1m).
 	DatacenterRefresh time.Duration
 	// RetryMin and RetryMax bound the jittered exponential backoff after a
-	// failed request (default 250ms and 30s).
+	// failed request (default 250ms and 2s: a returning agent is used within
+	// about a second, and a few requests a second to an agent that is down
+	// cost it nothing).
 	RetryMin, RetryMax time.Duration
 
 	// Logger receives the adapter's logs; default slog.Default().

@@ -77,7 +77,7 @@
 // safety net for missed events. Only files whose content changed are parsed
 // again, and only services whose model value changed are reported. If the
 // directory disappears, Unreachable is reported and the last state is kept;
-// the directory is polled every second until it is back, then the state is
+// the directory is polled every 250 ms until it is back, then the state is
 // resynchronised with Replace and Unreachable(nil).
 package file
 
@@ -126,8 +126,10 @@ const (
 	// debounceMax bounds the wait under a continuous stream of events so
 	// that changes are still picked up while something keeps writing.
 	debounceMax = 250 * time.Millisecond
-	// retryInterval is how often a missing directory is looked for.
-	retryInterval = time.Second
+	// retryInterval is how often a missing directory is looked for: one
+	// stat, so often enough that a returning directory is served within a
+	// fraction of a second.
+	retryInterval = 250 * time.Millisecond
 )
 
 // Config configures a file registry.
