@@ -47,6 +47,7 @@ func main() {
 		cfg := loadtest.RunConfig{Progress: os.Stderr}
 		fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:16010", "the source's gRPC address")
 		fs.IntVar(&cfg.Sinks, "sinks", 10, "connected sinks")
+		fs.IntVar(&cfg.StuckSinks, "stuck-sinks", 0, "SotW sinks connected as well that subscribe and then never read: what they cost the others")
 		fs.StringVar(&cfg.Protocol, "protocol", "sotw", "sotw (what istiod uses), delta, mcp or mcp-incremental (legacy MCP, collection istio/networking/v1alpha3/serviceentries)")
 		fs.StringVar(&cfg.TypeURL, "type", "networking.istio.io/v1/ServiceEntry", "type URL the ADS sinks ask for")
 		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (empty: measure the initial sync only)")

@@ -86,6 +86,9 @@ const MCPCollection = "istio/networking/v1alpha3/serviceentries"
 type RunConfig struct {
 	Addr  string
 	Sinks int
+	// StuckSinks are SotW sinks connected besides Sinks that subscribe and
+	// then never read: what they cost the others is measured.
+	StuckSinks int
 	// Protocol is "sotw", "delta" (ADS, asking for TypeURL), "mcp" or
 	// "mcp-incremental" (legacy MCP, asking for MCPCollection).
 	Protocol string
@@ -106,6 +109,7 @@ type RunConfig struct {
 // Report is what a run measured.
 type Report struct {
 	Sinks, Changes int
+	StuckSinks     int
 	Protocol       string
 	// InitialSync is from the first connection to every sink holding the
 	// full state.
@@ -133,7 +137,11 @@ func (r *Report) Percentile(p int) time.Duration {
 // String renders the report for people.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sinks=%d protocol=%s\n", r.Sinks, r.Protocol)
+	fmt.Fprintf(&b, "sinks=%d protocol=%s", r.Sinks, r.Protocol)
+	if r.StuckSinks > 0 {
+		fmt.Fprintf(&b, " (and %d stuck sinks that never read)", r.StuckSinks)
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "initial sync of all sinks: %v (%d bytes per sink)\n", r.InitialSync.Round(time.Microsecond), r.SyncBytes)
 	if len(r.Latencies) > 0 {
 		fmt.Fprintf(&b, "registry change -> every sink (%d changes): p50 %v  p99 %v  max %v  (%d bytes per sink per change)\n",
@@ -170,7 +178,14 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	rep := &Report{Sinks: cfg.Sinks, Protocol: cfg.Protocol}
+	rep := &Report{Sinks: cfg.Sinks, StuckSinks: cfg.StuckSinks, Protocol: cfg.Protocol}
+	for range cfg.StuckSinks {
+		c, err := DialStuck(ctx, cfg.Addr, cfg.TypeURL)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+	}
 	start := time.Now()
 	sinks := make([]*Sink, cfg.Sinks)
 	for i := range sinks {

@@ -156,6 +156,26 @@ func DialMCP(ctx context.Context, addr, collection string, incremental bool) (*S
 
 const adsService = "/envoy.service.discovery.v3.AggregatedDiscoveryService/"
 
+// DialStuck connects a SotW sink that subscribes to typeURL and then never
+// reads nor acknowledges anything: a sink that hangs. Close it to let go.
+func DialStuck(ctx context.Context, addr, typeURL string) (io.Closer, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	method := adsService + "StreamAggregatedResources"
+	desc := &grpc.StreamDesc{StreamName: path.Base(method), ServerStreams: true, ClientStreams: true}
+	st, err := conn.NewStream(ctx, desc, method)
+	if err == nil {
+		err = st.SendMsg(&discovery.DiscoveryRequest{TypeUrl: typeURL})
+	}
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("stuck sink to %s: %w", addr, err)
+	}
+	return conn, nil
+}
+
 // dialStream opens one stream on method (a full method path), sends
 // subscribe, and then records and acknowledges (with ack's request) every
 // response, decoded as a header of kind, until the stream ends.
