@@ -25,9 +25,10 @@ galleon_go_proxy() {
 GALLEON_FETCH_STALL_SECONDS=${GALLEON_FETCH_STALL_SECONDS:-120}
 GALLEON_FETCH_ATTEMPTS=${GALLEON_FETCH_ATTEMPTS:-3}
 
-# galleon_tree_cpu PID prints the CPU ticks used so far by process PID and its descendants: each
-# one's own time plus that of the children it has waited for (a finished compile counts in go's).
-galleon_tree_cpu() {
+# galleon_tree PID prints "pid ticks" for PID and each of its descendants, ticks being the CPU
+# time each used so far, its own plus that of the children it has waited for (so a finished
+# compile counts in go's).
+galleon_tree() {
 	local root=$1 f
 	for f in /proc/[0-9]*/stat; do
 		cat "$f" 2>/dev/null
@@ -40,27 +41,13 @@ galleon_tree_cpu() {
 		END {
 			for (p in ticks) {
 				for (q = p; q != "" && q > 1 && q != root; q = parent[q]) {}
-				if (q == root) s += ticks[p]
+				if (q == root) print p, ticks[p]
 			}
-			print s + 0
 		}'
 }
 
-# galleon_tree_pids PID prints PID and its descendants.
-galleon_tree_pids() {
-	local root=$1 f
-	for f in /proc/[0-9]*/stat; do
-		cat "$f" 2>/dev/null
-		echo
-	done | awk -v root="$root" '
-		NF > 0 { pid = $1; sub(/^.*\) /, ""); parent[pid] = $2 }
-		END {
-			for (p in parent) {
-				for (q = p; q != "" && q > 1 && q != root; q = parent[q]) {}
-				if (q == root) print p
-			}
-		}'
-}
+# galleon_tree_cpu PID prints the CPU ticks PID and its descendants used so far.
+galleon_tree_cpu() { galleon_tree "$1" | awk '{ s += $2 } END { print s + 0 }'; }
 
 # galleon_go_watched LOG DIR GO-ARGS... runs `go GO-ARGS...` in DIR, output appended to LOG, and
 # stops it when it stalls (see above); returns go's status, or 124 when it stalled. Without /proc
@@ -97,7 +84,7 @@ galleon_go_watched() {
 			echo "gofetch: go $1 made no progress for ${idle} s (a request to the module proxy that is never answered); stopping it" >>"$log"
 			# go stops its own children on an interrupt; whatever is left goes after 2 s.
 			local left
-			left=$(galleon_tree_pids "$pid")
+			left=$(galleon_tree "$pid" | awk '{ print $1 }')
 			kill -INT "$pid" 2>/dev/null
 			sleep 2
 			# shellcheck disable=SC2086
