@@ -75,7 +75,11 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 	if exists {
 		resume = nil
 	}
-	if err := s.admitNames(protocolDelta, clientNames(watches), req.ResourceNamesSubscribe, resume); err != nil {
+	var subscribed map[string]struct{}
+	if exists {
+		subscribed = w.names
+	}
+	if err := s.admitNames(protocolDelta, clientNames(watches), subscribed, req.ResourceNamesSubscribe, resume); err != nil {
 		return nil, err
 	}
 	var created *deltaWatch

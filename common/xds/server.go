@@ -160,13 +160,18 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 
 // admitNames checks the resource names a Delta request adds to its stream:
 // each of bounded length, and no more than grpcwire.MaxNamesPerStream on the
-// stream in all (held counts those it holds already). The error closes the
+// stream in all (held counts those it holds already; subscribed are the
+// request's type's current subscriptions, which count once). The error closes the
 // stream with a status that says why.
-func (s *Server) admitNames(protocol string, held int, subscribe []string, resume map[string]string) error {
+func (s *Server) admitNames(protocol string, held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) error {
+	added := 0
 	for _, name := range subscribe {
 		if len(name) > grpcwire.MaxNameLen {
 			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
 			return status.Errorf(codes.InvalidArgument, "resource name %.64q... is %d bytes, over the limit of %d", name, len(name), grpcwire.MaxNameLen)
+		}
+		if _, already := subscribed[name]; !already {
+			added++ // a name subscribed again costs nothing more
 		}
 	}
 	for name, version := range resume {
@@ -175,7 +180,7 @@ func (s *Server) admitNames(protocol string, held int, subscribe []string, resum
 			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
 		}
 	}
-	if n := held + len(subscribe) + len(resume); n > grpcwire.MaxNamesPerStream {
+	if n := held + added + len(resume); n > grpcwire.MaxNamesPerStream {
 		s.metrics.badRequests.WithLabelValues(protocol, "too_many_names").Inc()
 		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resource names, over the limit of %d: subscribe with a wildcard instead", n, grpcwire.MaxNamesPerStream)
 	}
