@@ -809,7 +809,8 @@ func (s *runState) report() {
 		for _, k := range keys {
 			all = append(all, desired[k].svc)
 		}
-		s.log.Info("registry synced", "services", len(all), "files", len(s.files))
+		// Debug: the core logs "registry synced" once the listing is served.
+		s.log.Debug("directory listed", "services", len(all), "files", len(s.files))
 		s.sink.Replace(all)
 		s.reported = desired
 		s.synced = true

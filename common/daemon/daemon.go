@@ -278,6 +278,8 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	var router *subset.Router
 	if len(o.rules.Subsets) > 0 {
 		if router, err = subset.NewRouter(store, o.rules); err != nil {
+			grpcLis.Close()
+			httpLis.Close()
 			return fmt.Errorf("--subsets: %w", err)
 		}
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))

@@ -178,7 +178,14 @@ func (p *Pipeline) Unreachable(err error) {
 	switch {
 	case err != nil && was == nil:
 		p.metrics.unreachable.Set(1)
-		p.log.Warn("registry unreachable: serving the last good state", "error", err)
+		p.statusMu.Lock()
+		synced := p.status.Synced
+		p.statusMu.Unlock()
+		if synced {
+			p.log.Warn("registry unreachable: serving the last good state", "error", err)
+		} else {
+			p.log.Warn("registry unreachable: nothing is served until it has been listed once", "error", err)
+		}
 	case err == nil && was != nil:
 		p.metrics.unreachable.Set(0)
 		p.log.Info("registry reachable again")

@@ -275,3 +275,26 @@ func TestRewrittenHostsAreLoggedOnce(t *testing.T) {
 		t.Errorf("the line does not name the host, what it is served as and the service:\n%s", l)
 	}
 }
+
+// Before the first listing nothing is served, so an outage then must not
+// claim the last good state is (galleon-file once said so at start).
+func TestUnreachableBeforeSyncSaysNothingIsServed(t *testing.T) {
+	var logs lockedBuffer
+	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.Unreachable(fmt.Errorf("connection refused"))
+	if l := logs.String(); !strings.Contains(l, "nothing is served until it has been listed once") || strings.Contains(l, "serving the last good state") {
+		t.Errorf("outage before the first listing logged:\n%s", l)
+	}
+	p.Unreachable(nil)
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	waitSeq(t, store, 0)
+	for deadline := time.Now().Add(5 * time.Second); !p.Status().Synced; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not synced")
+		}
+	}
+	p.Unreachable(fmt.Errorf("connection refused"))
+	if !strings.Contains(logs.String(), "serving the last good state") {
+		t.Errorf("outage after the first listing does not say the last good state is served:\n%s", logs.String())
+	}
+}
