@@ -302,6 +302,13 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 			if !s.relevant(ev) {
 				continue
 			}
+			if filepath.Clean(ev.Name) == s.cfg.Dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				// The watched directory itself went away, and the kernel
+				// dropped its watch. A directory recreated at the same path
+				// may get the same inode number, which os.SameFile cannot
+				// tell apart: forget the watch so the next scan adds it anew.
+				s.watched = nil
+			}
 			s.log.Debug("file-system event", "event", ev.String())
 			burstStart = schedule(debounce, burstStart)
 

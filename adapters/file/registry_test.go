@@ -903,3 +903,36 @@ func TestStateDirChecked(t *testing.T) {
 		t.Errorf("negative RemovalDelay: %v", err)
 	}
 }
+
+// A directory deleted and recreated at the same path may get the same
+// inode number; the adapter must still watch the new one (it once kept a
+// dead watch, so edits waited for the periodic re-scan).
+func TestRecreatedDirectoryIsWatchedAgain(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "registry")
+	for i := range 3 { // several rounds: inode reuse is likely, not certain
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1")))
+		h := startRegistryWith(t, Config{Dir: dir, RemovalDelay: 50 * time.Millisecond, Resync: time.Hour})
+		waitFor(t, "the initial Replace", h.sink, hasEvent("replace 1"))
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1")))
+		time.Sleep(300 * time.Millisecond) // the directory is found again
+		writeFile(t, dir, "a.yaml", services(svc("one", "10.0.0.1"), svc(fmt.Sprintf("two%d", i), "10.0.0.2")))
+		waitFor(t, "an edit in the recreated directory (the periodic re-scan is an hour away)", h.sink, hasEvent(fmt.Sprintf("update ns/two%d", i)))
+		h.cancel()
+		<-h.done
+		h.done <- nil
+	}
+}
