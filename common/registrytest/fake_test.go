@@ -169,8 +169,11 @@ func (r *memRegistry) Run(ctx context.Context, sink registry.Sink) error {
 			case "ignore-cancel":
 				select {}
 			case "late-call":
+				// Calls the moment Run has returned.
+				returned := make(chan struct{})
+				defer close(returned)
 				go func() {
-					time.Sleep(50 * time.Millisecond)
+					<-returned
 					sink.Unreachable(nil)
 				}()
 			case "wrong-error":
