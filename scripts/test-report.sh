@@ -20,6 +20,6 @@ if [[ $rc -ne 0 ]]; then
 	exit "$rc"
 fi
 # Per-release sub-tests, then go test's package lines.
-grep -E '^[[:space:]]+--- (PASS|FAIL|SKIP): [^ ]+/(istiod|adsc)-[^ /]+ ' "$log" | sed -E 's/^[[:space:]]+//'
+grep -E '^[[:space:]]+--- (PASS|FAIL|SKIP): [^ ]+/(istiod|adsc)-[^ /]+(/[^ ]+)? ' "$log" | sed -E 's/^[[:space:]]+//'
 grep -E '^(ok|FAIL|---|PASS$|\?)[[:space:]]' "$log" | grep -Ev '^--- (PASS|SKIP)'
 exit 0

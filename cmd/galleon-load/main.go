@@ -7,6 +7,11 @@
 //	galleon-file --dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
 //	galleon-load run --addr 127.0.0.1:16010 --dir /tmp/reg --sinks 10 --protocol sotw \
 //	  --metrics http://127.0.0.1:16014/metrics
+//
+// galleon-load attack runs hostile clients against a source for a while
+// (run it beside galleon-load run to see what they cost the sinks):
+//
+//	galleon-load attack --addr 127.0.0.1:16010 --attackers 4 --duration 1m
 package main
 
 import (
@@ -62,13 +67,27 @@ func main() {
 			fail(err.Error())
 		}
 		fmt.Print(rep.String())
+	case "attack":
+		fs := flag.NewFlagSet("attack", flag.ExitOnError)
+		addr := fs.String("addr", "127.0.0.1:16010", "the source's gRPC address")
+		attackers := fs.Int("attackers", 4, "hostile clients, each making the three attacks in turn (made-up type URLs, 3 MB Delta subscriptions, 1 MB NACKs)")
+		typeURL := fs.String("type", "networking.istio.io/v1/ServiceEntry", "type URL the Delta and NACK attacks ask for")
+		duration := fs.Duration("duration", time.Minute, "how long to attack")
+		_ = fs.Parse(os.Args[2:])
+		ctx, cancel := context.WithTimeout(ctx, *duration)
+		defer cancel()
+		stats, err := loadtest.RunAttackers(ctx, *addr, *typeURL, *attackers)
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Println(stats.String())
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|run [flags]   (galleon-load run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|run|attack [flags]   (galleon-load run -h for the flags)")
 	os.Exit(2)
 }
 

@@ -2,6 +2,7 @@ package grpcwire
 
 import (
 	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -22,10 +23,14 @@ const (
 	// id) quoted in one log line.
 	MaxLoggedText = 1024
 	// logBurst and logEvery bound the log lines one stream can cause: a
-	// burst of logBurst, then one per logEvery. Lines over the limit are
+	// burst of logBurst, then one per logEvery. serverLogBurst and
+	// serverLogEvery bound those of all streams together, so that a client
+	// gains nothing by opening stream after stream. Lines over a limit are
 	// counted, and the next line says how many were left out.
-	logBurst = 5
-	logEvery = 30 * time.Second
+	logBurst       = 5
+	logEvery       = 30 * time.Second
+	serverLogBurst = 50
+	serverLogEvery = 5 * time.Second
 )
 
 // ClientText returns s cut to at most max bytes at a rune boundary, saying
@@ -41,10 +46,16 @@ func ClientText(s string, max int) string {
 	return fmt.Sprintf("%s... (%d more bytes)", s[:cut], len(s)-cut)
 }
 
-// LogLimiter bounds the log lines one client causes: a burst, then one per
-// interval (a token bucket). It is used by the goroutine that owns a stream
-// only, so it needs no lock.
+// LogLimiter bounds the log lines clients cause: a burst, then one per
+// interval (a token bucket). A server holds one for all its streams
+// (NewServerLogLimiter), and each stream one of its own (ForStream), so that
+// neither one stream nor a client opening stream after stream can flood the
+// log. Lines over either limit are counted, and the next line logged says
+// how many were left out server-wide.
 type LogLimiter struct {
+	parent *LogLimiter // the server's; nil for the server's own
+
+	mu         sync.Mutex
 	burst      float64
 	every      time.Duration
 	tokens     float64
@@ -52,23 +63,61 @@ type LogLimiter struct {
 	suppressed int
 }
 
-// NewLogLimiter returns the limiter every config stream uses.
-func NewLogLimiter() *LogLimiter {
-	return &LogLimiter{burst: logBurst, every: logEvery, tokens: logBurst}
+// NewServerLogLimiter returns the limiter a server shares among its
+// streams: a burst of 50 lines, then one per 5 s.
+func NewServerLogLimiter() *LogLimiter {
+	return &LogLimiter{burst: serverLogBurst, every: serverLogEvery, tokens: serverLogBurst}
+}
+
+// ForStream returns a limiter for one stream of the server l limits: a
+// burst of 5 lines, then one per 30 s, and l's limit besides.
+func (l *LogLimiter) ForStream() *LogLimiter {
+	return &LogLimiter{parent: l, burst: logBurst, every: logEvery, tokens: logBurst}
 }
 
 // Allow says whether a line may be logged now; if so, suppressed is how many
-// were refused since the last one allowed (to be said in that line).
+// lines were left out server-wide since the last one logged (to be said in
+// that line).
 func (l *LogLimiter) Allow(now time.Time) (ok bool, suppressed int) {
+	if l.parent == nil {
+		return l.allow(now)
+	}
+	if !l.take(now) {
+		l.parent.mu.Lock()
+		l.parent.suppressed++
+		l.parent.mu.Unlock()
+		return false, 0
+	}
+	return l.parent.allow(now)
+}
+
+// allow takes a token, or counts the line as left out.
+func (l *LogLimiter) allow(now time.Time) (bool, int) {
+	if !l.take(now) {
+		l.mu.Lock()
+		l.suppressed++
+		l.mu.Unlock()
+		return false, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	suppressed := l.suppressed
+	l.suppressed = 0
+	return true, suppressed
+}
+
+// take refills the bucket for the time since the last call and takes one
+// token if there is one.
+func (l *LogLimiter) take(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if !l.last.IsZero() {
 		l.tokens = min(l.burst, l.tokens+float64(now.Sub(l.last))/float64(l.every))
 	}
 	l.last = now
 	if l.tokens < 1 {
-		l.suppressed++
-		return false, 0
+		return false
 	}
 	l.tokens--
-	suppressed, l.suppressed = l.suppressed, 0
-	return true, suppressed
+	return true
 }

@@ -21,7 +21,7 @@ func TestClientText(t *testing.T) {
 }
 
 func TestLogLimiter(t *testing.T) {
-	l := NewLogLimiter()
+	l := NewServerLogLimiter().ForStream()
 	now := time.Unix(0, 0)
 	for i := range logBurst {
 		if ok, _ := l.Allow(now); !ok {
@@ -51,5 +51,32 @@ func TestLogLimiter(t *testing.T) {
 	}
 	if n != logBurst {
 		t.Errorf("after a long quiet time %d lines were allowed at once, want %d", n, logBurst)
+	}
+}
+
+// TestLogLimiterBoundsStreamsTogether: a client that opens stream after
+// stream, each within its own burst, still meets the server's limit, and
+// the first line after it says how many lines all streams had left out.
+func TestLogLimiterBoundsStreamsTogether(t *testing.T) {
+	server := NewServerLogLimiter()
+	now := time.Unix(0, 0)
+	logged := 0
+	for range 100 {
+		stream := server.ForStream()
+		for range logBurst + 1 { // one over the stream's own burst
+			if ok, _ := stream.Allow(now); ok {
+				logged++
+			}
+		}
+	}
+	if logged != serverLogBurst {
+		t.Fatalf("100 streams logged %d lines at once, want the server's burst of %d", logged, serverLogBurst)
+	}
+	ok, suppressed := server.ForStream().Allow(now.Add(serverLogEvery))
+	// Left out since the last line logged (the 10th stream's 5th): that
+	// stream's 6th, refused by its own limit, and every line of the 90
+	// streams after it.
+	if want := 1 + 90*(logBurst+1); !ok || suppressed != want {
+		t.Fatalf("after one interval: ok=%v suppressed=%d, want true and %d", ok, suppressed, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -24,14 +25,14 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// TestRunAgainstGalleonFile drives the load tool against a real file
-// source (the daemon galleon-file runs) on loopback.
-func TestRunAgainstGalleonFile(t *testing.T) {
-	dir := t.TempDir()
+// startGalleonFile runs the daemon galleon-file runs, in process, on a
+// generated registry in dir; it returns the gRPC and HTTP addresses.
+func startGalleonFile(t *testing.T, dir string) (listen, httpAddr string) {
+	t.Helper()
 	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 40, Instances: 3, PerFile: 15}); err != nil {
 		t.Fatal(err)
 	}
-	listen, httpAddr := freeAddr(t), freeAddr(t)
+	listen, httpAddr = freeAddr(t), freeAddr(t)
 	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test",
 		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
 			return func(env daemon.Env) (registry.Registry, error) {
@@ -44,7 +45,25 @@ func TestRunAgainstGalleonFile(t *testing.T) {
 		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
 	}()
 	t.Cleanup(func() { cancel(); <-exited })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return listen, httpAddr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("galleon-file not ready on %s in 10 s: %v", httpAddr, err)
+		}
+	}
+}
 
+// TestRunAgainstGalleonFile drives the load tool against a real file
+// source (the daemon galleon-file runs) on loopback.
+func TestRunAgainstGalleonFile(t *testing.T) {
+	dir := t.TempDir()
+	listen, httpAddr := startGalleonFile(t, dir)
 	for _, protocol := range []string{"sotw", "delta", "mcp", "mcp-incremental"} {
 		stuck := 0
 		if protocol == "sotw" {
@@ -76,5 +95,35 @@ func TestRunAgainstGalleonFile(t *testing.T) {
 			t.Fatalf("%s change sent %d bytes, full state is %d: must be the full state", protocol, rep.ChangeBytes, rep.SyncBytes)
 		}
 		t.Logf("%s: %s", protocol, rep)
+	}
+}
+
+// TestAttackEndsOnTheSourcesBounds runs the attacker against galleon-file
+// until it has made each of its three attacks twice: the type-URL flood and
+// the Delta name flood must be ended by the source with ResourceExhausted,
+// and the NACK flood (bounded in log lines, not cut off) by the attacker.
+func TestAttackEndsOnTheSourcesBounds(t *testing.T) {
+	listen, _ := startGalleonFile(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stats loadtest.AttackStats
+	done := make(chan error, 1)
+	go func() { done <- loadtest.Attack(ctx, listen, "networking.istio.io/v1/ServiceEntry", &stats) }()
+	deadline := time.Now().Add(time.Minute)
+	for stats.Streams.Load() < 6 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := stats.String()
+	t.Log(got)
+	if stats.Streams.Load() < 6 {
+		t.Fatalf("the attacker made %s in a minute, want 6", got)
+	}
+	ended := stats.Ended()
+	if ended["ResourceExhausted"] < 4 || ended["by the attacker"] < 2 || len(ended) != 2 {
+		t.Fatalf("attacking streams ended %v, want only ResourceExhausted (at least 4) and by the attacker (at least 2)", ended)
 	}
 }

@@ -93,6 +93,8 @@ type Server struct {
 	drainer *grpcwire.Drainer
 	// sendTimeout bounds how long a sink may leave a response unread.
 	sendTimeout time.Duration
+	// logBudget bounds the log lines sinks cause, all streams together.
+	logBudget *grpcwire.LogLimiter
 }
 
 // NewServer returns a server for source.
@@ -106,7 +108,8 @@ func NewServer(source Source, opts Options) *Server {
 		maxSize = DefaultMaxResponseBytes
 	}
 	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
-		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout}
+		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout,
+		logBudget: grpcwire.NewServerLogLimiter()}
 }
 
 // Drain ends every stream sinks opened, now and later, with status
@@ -243,7 +246,7 @@ func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_Estab
 	defer s.metrics.streams.Dec()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
-	st := newStreamState(sender.Send)
+	st := newStreamState(sender.Send, s.logBudget)
 	ctx, stop := s.drainer.Context(stream.Context())
 	defer stop()
 	return s.serve(ctx, nil, st, stream.Recv)
@@ -286,8 +289,8 @@ func SinkOf(node *mcpv1alpha1.SinkNode) subset.Sink {
 	return subset.Sink{ID: node.GetId(), Labels: node.GetAnnotations()}
 }
 
-func newStreamState(send func(any) error) *streamState {
-	return &streamState{send: send, watches: map[string]*watch{}, logBudget: grpcwire.NewLogLimiter()}
+func newStreamState(send func(any) error, logBudget *grpcwire.LogLimiter) *streamState {
+	return &streamState{send: send, watches: map[string]*watch{}, logBudget: logBudget.ForStream()}
 }
 
 // streamState is one stream's state, owned by its handler goroutine.

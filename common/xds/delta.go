@@ -43,7 +43,7 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	watches := map[string]*deltaWatch{}
 	var order []*deltaWatch
 	var nonces uint64
-	budget := grpcwire.NewLogLimiter()
+	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
 	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,

@@ -35,7 +35,7 @@ func FuzzRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		sotw := map[string]*sotwWatch{}
 		delta := map[string]*deltaWatch{}
-		budget := grpcwire.NewLogLimiter()
+		budget := grpcwire.NewServerLogLimiter().ForStream()
 		for _, b := range [][]byte{first, second} {
 			var sreq discovery.DiscoveryRequest
 			if proto.Unmarshal(b, &sreq) == nil {

@@ -37,6 +37,8 @@ type Server struct {
 	drainer *grpcwire.Drainer
 	// sendTimeout bounds how long a client may leave a response unread.
 	sendTimeout time.Duration
+	// logBudget bounds the log lines clients cause, all streams together.
+	logBudget *grpcwire.LogLimiter
 }
 
 // Options configures a Server.
@@ -61,7 +63,7 @@ func NewServer(source Source, opts Options) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
-		sendTimeout: opts.SendTimeout}
+		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter()}
 }
 
 // Drain ends every stream, now and later, with status Unavailable, so that

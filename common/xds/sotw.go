@@ -41,7 +41,7 @@ type sotwWatch struct {
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	watches := map[string]*sotwWatch{}
 	var order []*sotwWatch // in the order first asked: responses follow it
-	budget := grpcwire.NewLogLimiter()
+	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
 	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
