@@ -275,25 +275,27 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		grpcLis.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
-	var router *subset.Router
+	var subsets *subset.Router // for /debug/status; nil without --subsets
+	routes := snapshot.Everyone(store)
 	if len(o.rules.Subsets) > 0 {
-		if router, err = subset.NewRouter(store, o.rules); err != nil {
+		if subsets, err = subset.NewRouter(store, o.rules); err != nil {
 			grpcLis.Close()
 			httpLis.Close()
 			return fmt.Errorf("--subsets: %w", err)
 		}
+		routes = subsets
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	xdsSrv := xds.NewServer(store, xds.Options{Logger: log, Registerer: metrics, Router: router, SendTimeout: o.sendTimeout})
+	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
 	xdsSrv.Register(g)
-	mcpSrv := mcp.NewServer(store, mcp.Options{Logger: log, Registerer: metrics, Router: router, SendTimeout: o.sendTimeout})
+	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, router, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, subsets, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
@@ -399,7 +401,7 @@ func collectionStates(snap *snapshot.Snapshot) map[string]collectionState {
 	return out
 }
 
-func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, router *subset.Router, metrics *prometheus.Registry, profiles bool) http.Handler {
+func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subsets *subset.Router, metrics *prometheus.Registry, profiles bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -431,7 +433,7 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, rout
 			rep.LastFlush = &st.LastFlush
 		}
 		rep.Collections = collectionStates(snap)
-		for name, view := range router.Views() {
+		for name, view := range subsets.Views() {
 			if rep.Subsets == nil {
 				rep.Subsets = map[string]map[string]collectionState{}
 			}

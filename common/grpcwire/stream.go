@@ -8,14 +8,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// Source is what a config stream serves: a current value and a signal when
-// it changes. *snapshot.Store is one.
-type Source[S any] interface {
-	Current() S
-	Subscribe() (changed <-chan struct{}, cancel func())
-}
+	"github.com/galleon-mesh/galleon/common/snapshot"
+)
 
 // ServeStream is the loop every config stream runs, xDS or legacy MCP. One
 // goroutine (the caller's) owns the stream's state: it applies requests with
@@ -23,8 +18,8 @@ type Source[S any] interface {
 // what the client lacks. A second goroutine only receives; it is owned by
 // this loop and ends with the stream, whose context gRPC cancels when the
 // handler returns. A client that goes away ends the loop without an error.
-func ServeStream[Req, S any](ctx context.Context, source Source[S], recv func() (Req, error),
-	onRequest func(Req) error, push func(S) error) error {
+func ServeStream[Req any](ctx context.Context, source snapshot.Source, recv func() (Req, error),
+	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	return serveStream(ctx, nil, source, recv, onRequest, push)
 }
 
@@ -33,13 +28,13 @@ func ServeStream[Req, S any](ctx context.Context, source Source[S], recv func() 
 // cancel cancels it. When the loop ends it cancels the stream, which ends a
 // pending recv, and returns only once the receiving goroutine has ended, so
 // nothing it started outlives it.
-func ServeClientStream[Req, S any](ctx context.Context, cancel context.CancelFunc, source Source[S],
-	recv func() (Req, error), onRequest func(Req) error, push func(S) error) error {
+func ServeClientStream[Req any](ctx context.Context, cancel context.CancelFunc, source snapshot.Source,
+	recv func() (Req, error), onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	return serveStream(ctx, cancel, source, recv, onRequest, push)
 }
 
-func serveStream[Req, S any](ctx context.Context, cancelStream context.CancelFunc, source Source[S],
-	recv func() (Req, error), onRequest func(Req) error, push func(S) error) error {
+func serveStream[Req any](ctx context.Context, cancelStream context.CancelFunc, source snapshot.Source,
+	recv func() (Req, error), onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	reqs := make(chan Req, 16)
 	recvErrs := make(chan error, 1)
 	recvDone := make(chan struct{})

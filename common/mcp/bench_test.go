@@ -20,7 +20,7 @@ import (
 
 func start(b *testing.B) *loadtest.BenchEnv {
 	return benchtest.Start(b, func(g *grpc.Server, store *snapshot.Store) {
-		mcp.NewServer(store, mcp.Options{}).Register(g)
+		mcp.NewServer(snapshot.Everyone(store), mcp.Options{}).Register(g)
 	})
 }
 

@@ -181,7 +181,7 @@ func newCalloutServer(t *testing.T, store *snapshot.Store, logs *syncWriter) *Se
 	if logs != nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	}
-	return NewServer(store, opts)
+	return NewServer(snapshot.Everyone(store), opts)
 }
 
 func waitCounter(t *testing.T, c prometheus.Counter, atLeast float64) {

@@ -29,7 +29,7 @@ func FuzzRequest(f *testing.F) {
 	}
 	store := snapshot.NewStore()
 	put(f, store, true, "ns/a", "a1", "ns/b", "b1")
-	s := NewServer(store, Options{})
+	s := NewServer(snapshot.Everyone(store), Options{})
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		st := newStreamState(func(any) error { return nil }, grpcwire.NewServerLogLimiter())
 		for _, b := range [][]byte{first, second} {

@@ -24,7 +24,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/subset"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
@@ -51,22 +50,11 @@ func KindOf(collection string) (kind snapshot.Kind, ok bool) {
 // messages over 4 MiB unless its limit is raised.
 const DefaultMaxResponseBytes = 4 << 20
 
-// Source is what the server serves: the current snapshot and a signal when
-// it changes. *snapshot.Store implements it.
-type Source interface {
-	Current() *snapshot.Snapshot
-	Subscribe() (changed <-chan struct{}, cancel func())
-}
-
 // Options configures a Server.
 type Options struct {
 	Logger *slog.Logger
 	// Registerer receives the server's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
-	// Router, when set, serves each stream the config subset its sink
-	// selects instead of source, by the SinkNode id and annotations of the
-	// stream's first request.
-	Router *subset.Router
 	// MaxResponseBytes is the response size above which a warning is logged
 	// (once per collection version) and galleon_mcp_oversize_responses_total
 	// counted. The response is sent anyway. 0 means DefaultMaxResponseBytes.
@@ -77,12 +65,13 @@ type Options struct {
 	SendTimeout time.Duration
 }
 
-// Server implements istio.mcp.v1alpha1.ResourceSource over a Source.
+// Server implements istio.mcp.v1alpha1.ResourceSource (and the callout to a
+// ResourceSink): each stream is served the source its router picks for the
+// stream's sink.
 type Server struct {
 	mcpv1alpha1.UnimplementedResourceSourceServer
 
-	source  Source
-	router  *subset.Router
+	router  snapshot.Router
 	log     *slog.Logger
 	metrics *metrics
 	maxSize int
@@ -97,8 +86,10 @@ type Server struct {
 	logBudget *grpcwire.LogLimiter
 }
 
-// NewServer returns a server for source.
-func NewServer(source Source, opts Options) *Server {
+// NewServer returns a server that serves each stream the source router
+// picks by the SinkNode of the stream's first request (ClientOf). A server
+// with one source for everyone takes snapshot.Everyone(store).
+func NewServer(router snapshot.Router, opts Options) *Server {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -107,7 +98,7 @@ func NewServer(source Source, opts Options) *Server {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxResponseBytes
 	}
-	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
+	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
 		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout,
 		logBudget: grpcwire.NewServerLogLimiter()}
 }
@@ -268,14 +259,12 @@ func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *strea
 		}
 		return nil
 	}
-	var source grpcwire.Source[*snapshot.Snapshot] = s.source
-	if s.router != nil {
-		var first *mcpv1alpha1.RequestResources
-		first, recv = grpcwire.Peek(recv)
-		sink := SinkOf(first.GetSinkNode())
-		name, src := s.router.Route(sink)
-		source = src
-		s.log.Info("mcp stream routed", "sink", grpcwire.ClientText(sink.ID, maxLoggedSink), "subset", name)
+	var first *mcpv1alpha1.RequestResources
+	first, recv = grpcwire.Peek(recv)
+	client := ClientOf(first.GetSinkNode())
+	name, source := s.router.Route(client)
+	if name != "" {
+		s.log.Info("mcp stream routed", "sink", grpcwire.ClientText(client.ID, maxLoggedSink), "subset", name)
 	}
 	if cancel == nil {
 		return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
@@ -283,10 +272,10 @@ func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *strea
 	return grpcwire.ServeClientStream(ctx, cancel, source, recv, onRequest, push)
 }
 
-// SinkOf is what subset rules see of a legacy MCP sink: its node id and
+// ClientOf is what a router sees of a legacy MCP sink: its node id and
 // annotations.
-func SinkOf(node *mcpv1alpha1.SinkNode) subset.Sink {
-	return subset.Sink{ID: node.GetId(), Labels: node.GetAnnotations()}
+func ClientOf(node *mcpv1alpha1.SinkNode) snapshot.Client {
+	return snapshot.Client{ID: node.GetId(), Labels: node.GetAnnotations()}
 }
 
 func newStreamState(send func(any) error, logBudget *grpcwire.LogLimiter) *streamState {

@@ -31,7 +31,7 @@ const meshConfig = "istio/mesh/v1alpha1/MeshConfig"
 
 // startServer serves store on a loopback port with the daemon's gRPC
 // options and returns the server and a client for it.
-func startServer(t *testing.T, store *snapshot.Store, opts Options) (*Server, mcpv1alpha1.ResourceSourceClient) {
+func startServer(t *testing.T, routes snapshot.Router, opts Options) (*Server, mcpv1alpha1.ResourceSourceClient) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +41,7 @@ func startServer(t *testing.T, store *snapshot.Store, opts Options) (*Server, mc
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	s := NewServer(store, opts)
+	s := NewServer(routes, opts)
 	s.Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
@@ -204,7 +204,7 @@ func seVersion(store *snapshot.Store) string {
 
 func TestWaitsForReadyButAnswersUnknownCollections(t *testing.T) {
 	store := snapshot.NewStore()
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, false)
 	s.subscribe(meshConfig, false)
@@ -228,7 +228,7 @@ func TestWaitsForReadyButAnswersUnknownCollections(t *testing.T) {
 func TestWorkloadEntriesCollection(t *testing.T) {
 	store := snapshot.NewStore()
 	apply(t, store, snapshot.WorkloadEntry, true, "ns/w1", "10.0.0.1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(WorkloadEntries, false)
 	r := s.recv()
@@ -243,7 +243,7 @@ func TestWorkloadEntriesCollection(t *testing.T) {
 func TestNonIncrementalSinkGetsFullStateEveryTime(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1", "ns/b", "b1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, false)
 	first := s.recv()
@@ -264,7 +264,7 @@ func TestNonIncrementalSinkGetsFullStateEveryTime(t *testing.T) {
 func TestOneOutstandingResponseAndStaleNonce(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
-	srv, client := startServer(t, store, Options{})
+	srv, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, false)
 	first := s.recv()
@@ -295,7 +295,7 @@ func TestNackedStateIsNotResent(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
 	var logs syncWriter
-	srv, client := startServer(t, store, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv, client := startServer(t, snapshot.Everyone(store), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := openSink(t, client, "sink-7")
 	s.subscribe(ServiceEntries, false)
 	s.ack(s.recv(), false)
@@ -321,7 +321,7 @@ func TestNackedStateIsNotResent(t *testing.T) {
 func TestIncrementalSinkGetsOnlyChanges(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1", "ns/b", "b1", "ns/c", "c1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, true)
 	first := s.recv()
@@ -358,7 +358,7 @@ func TestIncrementalSinkGetsOnlyChanges(t *testing.T) {
 func TestIncrementalNackThenFullState(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1", "ns/b", "b1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, true)
 	s.ack(s.recv(), true)
@@ -383,7 +383,7 @@ func TestIncrementalNackThenFullState(t *testing.T) {
 func TestResumeWithInitialResourceVersions(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1", "ns/b", "b1", "ns/c", "c1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe(ServiceEntries, true)
 	held := versions(s.recv())
@@ -428,7 +428,7 @@ func TestStreamsShareFullStateEncoding(t *testing.T) {
 		kv = append(kv, fmt.Sprintf("ns/s%02d", i), fmt.Sprint(i))
 	}
 	put(t, store, true, kv...)
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	var wire [][]byte
 	for i := range 2 {
 		s := openSink(t, client, fmt.Sprint("sink-", i))
@@ -468,7 +468,7 @@ func TestOversizeResponsesCounted(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", strings.Repeat("x", 100))
 	var logs syncWriter
-	srv, client := startServer(t, store, Options{MaxResponseBytes: 64,
+	srv, client := startServer(t, snapshot.Everyone(store), Options{MaxResponseBytes: 64,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 2 {
 		s := openSink(t, client, fmt.Sprint("sink-", i))
@@ -485,7 +485,7 @@ func TestOversizeResponsesCounted(t *testing.T) {
 	}
 
 	// Under the default limit nothing is counted.
-	srv2, client2 := startServer(t, store, Options{})
+	srv2, client2 := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client2, "sink-x")
 	s.subscribe(ServiceEntries, false)
 	s.recv()
@@ -496,7 +496,7 @@ func TestOversizeResponsesCounted(t *testing.T) {
 
 func TestMalformedCollectionClosesTheStream(t *testing.T) {
 	store := snapshot.NewStore()
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	s := openSink(t, client, "sink-1")
 	s.subscribe("", false)
 	if err := s.recvErr(); grpcstatus.Code(err) != codes.InvalidArgument {
@@ -540,7 +540,7 @@ func TestNackLogIsCutAndBounded(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "v0")
 	var logs syncWriter
-	srv, client := startServer(t, store, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	srv, client := startServer(t, snapshot.Everyone(store), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := openSink(t, client, strings.Repeat("s", 10_000))
 	s.subscribe(ServiceEntries, false)
 	const nacks = 12
@@ -574,7 +574,7 @@ func TestNackLogIsCutAndBounded(t *testing.T) {
 func TestResumeVersionsAreBounded(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
-	_, client := startServer(t, store, Options{})
+	_, client := startServer(t, snapshot.Everyone(store), Options{})
 	long := openSink(t, client, "sink-long")
 	long.send(&mcpv1alpha1.RequestResources{Collection: ServiceEntries, Incremental: true,
 		InitialResourceVersions: map[string]string{strings.Repeat("n", grpcwire.MaxNameLen+1): "v"}})

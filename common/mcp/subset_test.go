@@ -16,7 +16,7 @@ func TestSubsetsPerSink(t *testing.T) {
 	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
 	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
 	subsettest.PutTeam(t, store, "ns/c1", "x", "c")
-	_, client := startServer(t, store, Options{Router: subsettest.TeamRouter(t, store, "galleon.io/team")})
+	_, client := startServer(t, subsettest.TeamRouter(t, store, "galleon.io/team"), Options{})
 
 	a := openSink(t, client, "istiod-a")
 	a.annotations = map[string]string{"galleon.io/team": "a"}
@@ -68,7 +68,7 @@ func TestSubsetsCallout(t *testing.T) {
 	store := snapshot.NewStore()
 	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
 	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
-	srv := NewServer(store, Options{Router: subsettest.TeamRouter(t, store, "galleon.io/team")})
+	srv := NewServer(subsettest.TeamRouter(t, store, "galleon.io/team"), Options{})
 	ss := startSinkServer(t, "127.0.0.1:0", nil)
 	callout(t, srv, CalloutConfig{Address: ss.addr})
 	s := ss.accept("sink-b-7")

@@ -10,15 +10,9 @@ import (
 	"github.com/galleon-mesh/galleon/common/snapshot"
 )
 
-// Source is what a server serves a stream from: *snapshot.Store and
-// *snapshot.View are both one.
-type Source interface {
-	Current() *snapshot.Snapshot
-	Subscribe() (changed <-chan struct{}, cancel func())
-}
-
-// Router hands each sink the source its subset is served from. A nil
-// *Router serves everyone the store.
+// Router hands each sink the source its subset is served from: a view of
+// the store for the first subset whose sink selector picks it, the whole
+// store for sinks no subset picks. It is a snapshot.Router.
 type Router struct {
 	store   *snapshot.Store
 	subsets []Subset
@@ -44,16 +38,13 @@ func NewRouter(store *snapshot.Store, rules Rules) (*Router, error) {
 }
 
 // Route returns the source sink is served from and the name of its subset.
-func (r *Router) Route(sink Sink) (name string, src Source) {
-	if r != nil {
-		for i := range r.subsets {
-			if r.subsets[i].Sinks.Selects(sink) {
-				return r.subsets[i].Name, r.views[i]
-			}
+func (r *Router) Route(sink snapshot.Client) (name string, src snapshot.Source) {
+	for i := range r.subsets {
+		if r.subsets[i].Sinks.Selects(sink) {
+			return r.subsets[i].Name, r.views[i]
 		}
-		return DefaultName, r.store
 	}
-	return DefaultName, nil
+	return DefaultName, r.store
 }
 
 // Views lists each subset's name and current snapshot, for status pages.

@@ -67,13 +67,6 @@ type ServiceSelector struct {
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
 }
 
-// Sink is what a sink says of itself: its node id and labels (xDS node
-// metadata string fields, or MCP SinkNode annotations).
-type Sink struct {
-	ID     string
-	Labels map[string]string
-}
-
 // Validate checks the rules and says what to fix.
 func (r *Rules) Validate() error {
 	seen := map[string]bool{}
@@ -124,7 +117,7 @@ func checkPattern(p string) error {
 }
 
 // Selects reports whether the selector picks sink.
-func (s *SinkSelector) Selects(sink Sink) bool {
+func (s *SinkSelector) Selects(sink snapshot.Client) bool {
 	if len(s.IDs) == 0 && len(s.Metadata) == 0 {
 		return false
 	}

@@ -22,7 +22,7 @@ const benchType = "networking.istio.io/v1/ServiceEntry"
 
 func start(b *testing.B) *loadtest.BenchEnv {
 	return benchtest.Start(b, func(g *grpc.Server, store *snapshot.Store) {
-		xds.NewServer(store, xds.Options{}).Register(g)
+		xds.NewServer(snapshot.Everyone(store), xds.Options{}).Register(g)
 	})
 }
 

@@ -31,7 +31,7 @@ func FuzzRequests(f *testing.F) {
 	}
 	store := snapshot.NewStore()
 	put(f, store, true, "ns/a", "a1", "ns/b", "b1")
-	s := NewServer(store, Options{})
+	s := NewServer(snapshot.Everyone(store), Options{})
 	f.Fuzz(func(t *testing.T, first, second []byte) {
 		sotw := map[string]*sotwWatch{}
 		delta := map[string]*deltaWatch{}

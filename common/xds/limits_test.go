@@ -60,7 +60,7 @@ func TestClientChosenTypeURLsShareOneLabel(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
 	reg := prometheus.NewRegistry()
-	client := startServerWith(t, store, Options{Registerer: reg})
+	client := startServerWith(t, snapshot.Everyone(store), Options{Registerer: reg})
 	for s := range 3 {
 		c := openSotW(t, client)
 		for i := range 40 {
@@ -166,7 +166,7 @@ func TestNackLogIsCutAndBounded(t *testing.T) {
 	put(t, store, true, "ns/a", "v0")
 	var logs syncBuffer
 	reg := prometheus.NewRegistry()
-	client := startServerWith(t, store, Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	client := startServerWith(t, snapshot.Everyone(store), Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := openSotW(t, client)
 	c.send(seV1, "", "", false)
 	const nacks = 20
@@ -216,7 +216,7 @@ func TestSinkThatStopsReadingIsCutOff(t *testing.T) {
 	store := snapshot.NewStore()
 	big := strings.Repeat("x", 2<<20) // past every flow-control window
 	put(t, store, true, "ns/a", big+"1")
-	client := startServerWith(t, store, Options{SendTimeout: 300 * time.Millisecond})
+	client := startServerWith(t, snapshot.Everyone(store), Options{SendTimeout: 300 * time.Millisecond})
 	stuck := openSotW(t, client)
 	stuck.send(seV1, "", "", false)
 	// It ACKs each version blindly and never reads.

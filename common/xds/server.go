@@ -16,22 +16,14 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/grpcwire"
 	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/subset"
 )
 
-// Source is what the server serves: the current snapshot and a signal when
-// it changes. *snapshot.Store implements it.
-type Source interface {
-	Current() *snapshot.Snapshot
-	Subscribe() (changed <-chan struct{}, cancel func())
-}
-
-// Server implements the ADS service over a Source.
+// Server implements the ADS service: each stream is served the source its
+// router picks for the stream's node.
 type Server struct {
 	discovery.UnimplementedAggregatedDiscoveryServiceServer
 
-	source  Source
-	router  *subset.Router
+	router  snapshot.Router
 	log     *slog.Logger
 	metrics *Metrics
 	drainer *grpcwire.Drainer
@@ -50,19 +42,17 @@ type Options struct {
 	// before its stream is closed (ResourceExhausted); default
 	// grpcwire.DefaultSendTimeout.
 	SendTimeout time.Duration
-	// Router, when set, serves each stream the config subset its node
-	// selects instead of source: the node id and string metadata fields of
-	// the stream's first request are matched against the subset rules.
-	Router *subset.Router
 }
 
-// NewServer returns a server for source.
-func NewServer(source Source, opts Options) *Server {
+// NewServer returns a server that serves each stream the source router
+// picks by the node of the stream's first request (ClientOf). A server with
+// one source for everyone takes snapshot.Everyone(store).
+func NewServer(router snapshot.Router, opts Options) *Server {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{source: source, router: opts.Router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
+	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
 		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter()}
 }
 
@@ -209,30 +199,28 @@ func (s *Server) logRejected(budget *grpcwire.LogLimiter, protocol, typeURL, nod
 // maxLoggedNode bounds a node id quoted in a log line.
 const maxLoggedNode = 256
 
-// serveStream runs one ADS stream on the shared loop, counting it. With a
-// router, the stream is served the subset its first request's node selects.
+// serveStream runs one ADS stream on the shared loop, counting it. The
+// stream is served the source the router picks for its first request's node.
 func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
 	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
 	s.metrics.streams.WithLabelValues(protocol).Inc()
 	defer s.metrics.streams.WithLabelValues(protocol).Dec()
 	ctx, stop := s.drainer.Context(ctx)
 	defer stop()
-	var source Source = s.source
-	if s.router != nil {
-		var first Req
-		first, recv = grpcwire.Peek(recv)
-		sink := SinkOf(first.GetNode())
-		name, src := s.router.Route(sink)
-		source = src
-		s.log.Info("xds stream routed", "protocol", protocol, "node", grpcwire.ClientText(sink.ID, maxLoggedNode), "subset", name)
+	var first Req
+	first, recv = grpcwire.Peek(recv)
+	client := ClientOf(first.GetNode())
+	name, source := s.router.Route(client)
+	if name != "" {
+		s.log.Info("xds stream routed", "protocol", protocol, "node", grpcwire.ClientText(client.ID, maxLoggedNode), "subset", name)
 	}
-	return grpcwire.ServeStream[Req, *snapshot.Snapshot](ctx, source, recv, onRequest, push)
+	return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
 }
 
-// SinkOf is what subset rules see of an xDS node: its id, and its metadata
+// ClientOf is what a router sees of an xDS node: its id, and its metadata
 // fields that hold strings.
-func SinkOf(node *core.Node) subset.Sink {
-	sink := subset.Sink{ID: node.GetId()}
+func ClientOf(node *core.Node) snapshot.Client {
+	sink := snapshot.Client{ID: node.GetId()}
 	for k, v := range node.GetMetadata().GetFields() {
 		if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
 			if sink.Labels == nil {

@@ -26,17 +26,17 @@ const seV1 = "networking.istio.io/v1/ServiceEntry"
 // startServer serves store on a loopback port and returns a client for it.
 func startServer(t *testing.T, store *snapshot.Store) discovery.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	return startServerWith(t, store, Options{})
+	return startServerWith(t, snapshot.Everyone(store), Options{})
 }
 
-func startServerWith(t *testing.T, store *snapshot.Store, opts Options) discovery.AggregatedDiscoveryServiceClient {
+func startServerWith(t *testing.T, routes snapshot.Router, opts Options) discovery.AggregatedDiscoveryServiceClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(GRPCServerOptions()...)
-	NewServer(store, opts).Register(g)
+	NewServer(routes, opts).Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -29,7 +29,7 @@ func TestSubsetsPerSink(t *testing.T) {
 	subsettest.PutTeam(t, store, "ns/a1", "x", "a")
 	subsettest.PutTeam(t, store, "ns/b1", "x", "b")
 	subsettest.PutTeam(t, store, "ns/c1", "x", "c")
-	client := startServerWith(t, store, Options{Router: router})
+	client := startServerWith(t, router, Options{})
 
 	sotwA := openSotW(t, client)
 	if err := sotwA.stream.Send(&discovery.DiscoveryRequest{TypeUrl: seV1, Node: node("istiod-1", map[string]any{"TEAM": "a"})}); err != nil {

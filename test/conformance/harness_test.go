@@ -106,7 +106,7 @@ func (c *galleonCore) serve(addr string) {
 		c.t.Fatalf("listening on %s: %v", addr, err)
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	xds.NewServer(c.store, xds.Options{}).Register(g)
+	xds.NewServer(snapshot.Everyone(c.store), xds.Options{}).Register(g)
 	go func() { _ = g.Serve(lis) }()
 	c.grpc, c.addr = g, lis.Addr().String()
 }

@@ -78,7 +78,7 @@ func legacySource(t *testing.T) (*snapshot.Store, string) {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer(xds.GRPCServerOptions()...)
-	mcp.NewServer(store, mcp.Options{}).Register(g)
+	mcp.NewServer(snapshot.Everyone(store), mcp.Options{}).Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	return store, lis.Addr().String()
