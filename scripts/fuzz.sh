@@ -13,8 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 targets=(
 	"./adapters/file FuzzParseFile"
 	"./adapters/consul FuzzMapService"
-	"./common/xds FuzzRequests"
-	"./common/mcp FuzzRequest"
+	"./internal/xds FuzzRequests"
+	"./internal/mcp FuzzRequest"
 )
 for t in "${targets[@]}"; do
 	read -r pkg name <<<"$t"

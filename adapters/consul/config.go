@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
 // Defaults of Config. Each is explained where it is used.

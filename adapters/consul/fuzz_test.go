@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
 // FuzzMapService feeds arbitrary /v1/health/service/<name> bodies (what a

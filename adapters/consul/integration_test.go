@@ -22,9 +22,9 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/consul"
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/common/convert"
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
 const waitFor = 20 * time.Second

@@ -14,8 +14,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/galleon-mesh/galleon/common/convert"
 	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
 // RegistryName is the model.Service Registry of every service reported.

@@ -3,7 +3,7 @@ package file
 import (
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/convert"
+	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
 // FuzzParseFile feeds arbitrary bytes to the file format's parser and the

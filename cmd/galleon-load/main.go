@@ -22,7 +22,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/loadtest"
+	"github.com/galleon-mesh/galleon/internal/loadtest"
 )
 
 func main() {

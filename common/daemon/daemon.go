@@ -32,14 +32,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/galleon-mesh/galleon/common/convert"
-	"github.com/galleon-mesh/galleon/common/grpcwire"
-	"github.com/galleon-mesh/galleon/common/mcp"
-	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/subset"
-	"github.com/galleon-mesh/galleon/common/xds"
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/grpcwire"
+	"github.com/galleon-mesh/galleon/internal/mcp"
+	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/subset"
+	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
 // Default addresses. Istio uses 15000-15090, 8080 and 9876; these clash

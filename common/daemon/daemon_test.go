@@ -23,11 +23,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
-	"github.com/galleon-mesh/galleon/common/mcp"
 	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/pipeline"
 	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/snapshot"
+	"github.com/galleon-mesh/galleon/internal/mcp"
+	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 

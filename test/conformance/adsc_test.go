@@ -12,10 +12,10 @@ import (
 	"istio.io/istio/pkg/config/schema/collections"
 	"istio.io/istio/pkg/config/schema/gvk"
 
-	"github.com/galleon-mesh/galleon/common/convert"
 	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/xds"
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
 const registryName = "conformance"

@@ -25,11 +25,11 @@ import (
 	"istio.io/istio/pkg/config/schema/gvk"
 	"istio.io/istio/pkg/keepalive"
 
-	"github.com/galleon-mesh/galleon/common/convert"
 	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/pipeline"
-	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/xds"
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/xds"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 )

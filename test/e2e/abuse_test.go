@@ -28,7 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 const seTypeURL = "networking.istio.io/v1/ServiceEntry"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/loadtest"
+	"github.com/galleon-mesh/galleon/internal/loadtest"
 )
 
 // TestHundredSinksAtOnce connects 100 SotW sinks at the same moment to galleon-file serving

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient/xdsclienttest"
+	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 const getUsage = `Usage: galleonctl get [flags]

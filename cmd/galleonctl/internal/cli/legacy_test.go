@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/mcp"
-	"github.com/galleon-mesh/galleon/common/snapshot"
-	"github.com/galleon-mesh/galleon/common/xds"
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/mcp"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/xds"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 func TestLegacyCollections(t *testing.T) {
@@ -43,7 +43,7 @@ func TestLegacyCollections(t *testing.T) {
 	}
 	// The names galleonctl sends are the ones Galleon's server holds.
 	if xdsclient.LegacyServiceEntries != mcp.ServiceEntries || xdsclient.LegacyWorkloadEntries != mcp.WorkloadEntries {
-		t.Errorf("xdsclient collections %s, %s differ from common/mcp's", xdsclient.LegacyServiceEntries, xdsclient.LegacyWorkloadEntries)
+		t.Errorf("xdsclient collections %s, %s differ from internal/mcp's", xdsclient.LegacyServiceEntries, xdsclient.LegacyWorkloadEntries)
 	}
 	if !isLegacyCollection(mcp.ServiceEntries) || isLegacyCollection(seV1) {
 		t.Error("isLegacyCollection confuses collections and type URLs")
@@ -69,7 +69,7 @@ func TestLegacyUsage(t *testing.T) {
 }
 
 // legacySource serves a snapshot store with Galleon's real legacy MCP
-// server (common/mcp) on a loopback port, with the daemon's gRPC options.
+// server (internal/mcp) on a loopback port, with the daemon's gRPC options.
 func legacySource(t *testing.T) (*snapshot.Store, string) {
 	t.Helper()
 	store := snapshot.NewStore()

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 // list is what `kubectl get -o yaml` prints for several objects.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 // typeURLs turns --type and --api-version into the type URLs to

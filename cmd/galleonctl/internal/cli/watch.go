@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/galleon-mesh/galleon/common/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 const watchUsage = `Usage: galleonctl watch [flags]

@@ -1,0 +1,165 @@
+package loadtest
+
+// Shared by the Go benchmarks of the core (internal/xds, internal/mcp): the data
+// set Galleon is held to and the environment serving it. Results and how to
+// read them: docs/benchmarks.md.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+)
+
+// The benchmark scale: services x instances, and connected sinks.
+const (
+	BenchServices  = 10000
+	BenchInstances = 10
+	BenchSinks     = 10
+)
+
+// BenchService is service i of the benchmark data set. Every variant > 0
+// moves the first instance somewhere new, so replacing variant v with
+// another is one endpoint-only update of one ServiceEntry.
+func BenchService(i int, variant int) model.Service {
+	s := model.Service{
+		Registry: "bench", Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
+		Hosts:  []string{fmt.Sprintf("svc-%05d.bench.internal", i)},
+		Ports:  []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP}},
+		Labels: map[string]string{"app": fmt.Sprintf("svc-%05d", i)},
+	}
+	for j := range BenchInstances {
+		s.Instances = append(s.Instances, model.Instance{
+			ID:       fmt.Sprintf("svc-%05d-%d", i, j),
+			Address:  fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j+1),
+			Labels:   map[string]string{"app": fmt.Sprintf("svc-%05d", i), "version": "v1"},
+			Locality: "us-east1/us-east1-b",
+		})
+	}
+	if variant > 0 {
+		s.Instances[0].Address = fmt.Sprintf("10.251.%d.%d", variant/250%250, variant%250)
+	}
+	return s
+}
+
+// BenchEnv is a pipeline and store holding the full benchmark data set,
+// served by a gRPC server on a loopback port.
+type BenchEnv struct {
+	Pipe  *pipeline.Pipeline
+	Store *snapshot.Store
+	Addr  string
+	// Listed is how long the listing took to be converted and applied.
+	Listed time.Duration
+
+	stop func()
+}
+
+// StartBenchEnv lists BenchServices x BenchInstances into a new pipeline
+// (quiet period 50 µs, max delay 1 ms), waits for the store to be ready and
+// serves it on a gRPC server made with opts, on which register registers
+// the servers under test. Close stops everything.
+func StartBenchEnv(opts []grpc.ServerOption, register func(*grpc.Server, *snapshot.Store)) (*BenchEnv, error) {
+	store := snapshot.NewStore()
+	pipe := pipeline.New(store, pipeline.Config{Quiet: 50 * time.Microsecond, MaxDelay: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = pipe.Run(ctx); close(done) }()
+	stopPipe := func() { cancel(); <-done }
+
+	services := make([]model.Service, BenchServices)
+	for i := range services {
+		services[i] = BenchService(i, 0)
+	}
+	start := time.Now()
+	changed, unsubscribe := store.Subscribe()
+	pipe.Replace(services)
+	for !store.Current().Ready {
+		select { // readiness arrives with the listing; the timer is a backstop
+		case <-changed:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	unsubscribe()
+	listed := time.Since(start)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopPipe()
+		return nil, err
+	}
+	g := grpc.NewServer(opts...)
+	register(g, store)
+	go func() { _ = g.Serve(lis) }()
+	return &BenchEnv{Pipe: pipe, Store: store, Addr: lis.Addr().String(), Listed: listed,
+		stop: func() { g.Stop(); stopPipe() }}, nil
+}
+
+// Close stops the server and the pipeline.
+func (e *BenchEnv) Close() { e.stop() }
+
+// Apply reports svc to the pipeline and returns when it was reported and
+// the snapshot that resulted. It waits on a store subscription, not by
+// spinning: a spinning waiter would take one of the cores from the path
+// being measured.
+func (e *BenchEnv) Apply(svc model.Service) (start time.Time, snap *snapshot.Snapshot) {
+	before := e.Store.Current().Seq
+	changed, unsubscribe := e.Store.Subscribe()
+	defer unsubscribe()
+	start = time.Now()
+	e.Pipe.Update(svc)
+	snap = e.Store.Current()
+	for snap.Seq == before {
+		<-changed
+		snap = e.Store.Current()
+	}
+	return start, snap
+}
+
+// WaitAll returns when every sink holds version: the last arrival's time
+// and the last sink's arrival.
+func WaitAll(ctx context.Context, sinks []*Sink, version string) (last time.Time, a Arrival, err error) {
+	for _, s := range sinks {
+		a, err = s.Wait(ctx, version)
+		if err != nil {
+			return last, a, fmt.Errorf("waiting for version %s: %w", version, err)
+		}
+		if a.At.After(last) {
+			last = a.At
+		}
+	}
+	return last, a, nil
+}
+
+// Percentile returns the p-th percentile of sorted.
+func Percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p+99)/100 - 1
+	return sorted[max(i, 0)]
+}
+
+// RSSMB reads this process's resident set size in MiB, the figure an
+// operator sees; 0 when unknown.
+func RSSMB() float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

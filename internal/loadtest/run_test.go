@@ -1,0 +1,129 @@
+package loadtest_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/galleon-mesh/galleon/adapters/file"
+	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/internal/loadtest"
+)
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startGalleonFile runs the daemon galleon-file runs, in process, on a
+// generated registry in dir; it returns the gRPC and HTTP addresses.
+func startGalleonFile(t *testing.T, dir string) (listen, httpAddr string) {
+	t.Helper()
+	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 40, Instances: 3, PerFile: 15}); err != nil {
+		t.Fatal(err)
+	}
+	listen, httpAddr = freeAddr(t), freeAddr(t)
+	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test",
+		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
+			return func(env daemon.Env) (registry.Registry, error) {
+				return file.New(file.Config{Dir: dir, Logger: env.Logger})
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
+	}()
+	t.Cleanup(func() { cancel(); <-exited })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return listen, httpAddr
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("galleon-file not ready on %s in 10 s: %v", httpAddr, err)
+		}
+	}
+}
+
+// TestRunAgainstGalleonFile drives the load tool against a real file
+// source (the daemon galleon-file runs) on loopback.
+func TestRunAgainstGalleonFile(t *testing.T) {
+	dir := t.TempDir()
+	listen, httpAddr := startGalleonFile(t, dir)
+	for _, protocol := range []string{"sotw", "delta", "mcp", "mcp-incremental"} {
+		stuck := 0
+		if protocol == "sotw" {
+			stuck = 2 // they hang; the others must still get every change
+		}
+		var rep *loadtest.Report
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			rep, err = loadtest.Run(context.Background(), loadtest.RunConfig{
+				Addr: listen, Sinks: 3, StuckSinks: stuck, Protocol: protocol, TypeURL: "networking.istio.io/v1/ServiceEntry",
+				Dir: dir, Instances: 3, Changes: 4, Interval: time.Millisecond,
+				MetricsURL: "http://" + httpAddr + "/metrics", Timeout: 10 * time.Second,
+			})
+			if err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // the daemon is still starting
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", protocol, err)
+		}
+		if rep.Changes != 4 || len(rep.Latencies) != 4 || rep.SyncBytes == 0 || rep.ChangeBytes == 0 || rep.SourceRSS == 0 || rep.StuckSinks != stuck {
+			t.Fatalf("%s report incomplete: %+v", protocol, rep)
+		}
+		if (protocol == "delta" || protocol == "mcp-incremental") && rep.ChangeBytes >= rep.SyncBytes/10 {
+			t.Fatalf("%s change sent %d bytes against %d for the full state: not incremental", protocol, rep.ChangeBytes, rep.SyncBytes)
+		}
+		if (protocol == "sotw" || protocol == "mcp") && rep.ChangeBytes < rep.SyncBytes/2 {
+			t.Fatalf("%s change sent %d bytes, full state is %d: must be the full state", protocol, rep.ChangeBytes, rep.SyncBytes)
+		}
+		t.Logf("%s: %s", protocol, rep)
+	}
+}
+
+// TestAttackEndsOnTheSourcesBounds runs the attacker against galleon-file
+// until it has made each of its three attacks twice: the type-URL flood and
+// the Delta name flood must be ended by the source with ResourceExhausted,
+// and the NACK flood (bounded in log lines, not cut off) by the attacker.
+func TestAttackEndsOnTheSourcesBounds(t *testing.T) {
+	listen, _ := startGalleonFile(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stats loadtest.AttackStats
+	done := make(chan error, 1)
+	go func() { done <- loadtest.Attack(ctx, listen, "networking.istio.io/v1/ServiceEntry", &stats) }()
+	deadline := time.Now().Add(time.Minute)
+	for stats.Streams.Load() < 6 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := stats.String()
+	t.Log(got)
+	if stats.Streams.Load() < 6 {
+		t.Fatalf("the attacker made %s in a minute, want 6", got)
+	}
+	ended := stats.Ended()
+	if ended["ResourceExhausted"] < 4 || ended["by the attacker"] < 2 || len(ended) != 2 {
+		t.Fatalf("attacking streams ended %v, want only ResourceExhausted (at least 4) and by the attacker (at least 2)", ended)
+	}
+}

@@ -1,0 +1,504 @@
+// Package pipeline turns what an adapter reports into snapshots: it is the
+// core's registry.Sink. Reports are recorded cheaply, coalesced over a
+// quiet period (bounded by a maximum delay), then each changed service is
+// converted, validated and applied to the snapshot store in one batch.
+//
+// Work per flush is proportional to what changed: a service reported again
+// unchanged is not converted, and a converted resource whose bytes did not
+// change makes no new version.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+)
+
+// Config tunes a Pipeline.
+type Config struct {
+	Convert convert.Options
+	// Quiet is how long reports must stop before a flush; 0 means 100ms.
+	Quiet time.Duration
+	// MaxDelay bounds how long a steady stream of reports can hold a flush
+	// back; 0 means 1s.
+	MaxDelay time.Duration
+	Logger   *slog.Logger
+	// Registerer receives the pipeline's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+}
+
+// DefaultQuiet and DefaultMaxDelay are the coalescing defaults.
+const (
+	DefaultQuiet    = 100 * time.Millisecond
+	DefaultMaxDelay = time.Second
+)
+
+// Pipeline is the core's Sink. Create it with New, run it with Run.
+type Pipeline struct {
+	cfg     Config
+	store   *snapshot.Store
+	log     *slog.Logger
+	metrics *metrics
+	wake    chan struct{}
+
+	mu          sync.Mutex // guards the reports below
+	replace     map[model.ServiceKey]*model.Service
+	replaced    bool
+	pending     map[model.ServiceKey]*model.Service // nil value: deleted
+	firstReport time.Time
+	lastReport  time.Time
+	unreachable error
+
+	// Owned by the Run goroutine.
+	served map[model.ServiceKey]*servedService
+	owners map[resourceKey]model.ServiceKey
+	synced bool
+
+	statusMu sync.Mutex
+	status   Status
+}
+
+// servedService is what one registry service currently contributes.
+type servedService struct {
+	model     *model.Service
+	resources []resourceKey
+}
+
+type resourceKey struct {
+	kind snapshot.Kind
+	name string
+}
+
+// Status is the pipeline's state, for health checks and debugging.
+type Status struct {
+	// Synced is true once the registry's first full listing is served.
+	Synced bool
+	// Unreachable is the registry's last connection error, nil when fine:
+	// the state served is the last good one.
+	Unreachable error
+	Services    int
+	LastFlush   time.Time
+	Seq         uint64
+}
+
+// New returns a pipeline that applies to store.
+func New(store *snapshot.Store, cfg Config) *Pipeline {
+	if cfg.Quiet <= 0 {
+		cfg.Quiet = DefaultQuiet
+	}
+	if cfg.MaxDelay <= 0 {
+		cfg.MaxDelay = DefaultMaxDelay
+	}
+	if cfg.MaxDelay < cfg.Quiet {
+		cfg.MaxDelay = cfg.Quiet
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{
+		cfg:     cfg,
+		store:   store,
+		log:     log,
+		metrics: newMetrics(cfg.Registerer),
+		wake:    make(chan struct{}, 1),
+		pending: map[model.ServiceKey]*model.Service{},
+		served:  map[model.ServiceKey]*servedService{},
+		owners:  map[resourceKey]model.ServiceKey{},
+	}
+}
+
+// Status returns the pipeline's current state.
+func (p *Pipeline) Status() Status {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	s := p.status
+	p.mu.Lock()
+	s.Unreachable = p.unreachable
+	p.mu.Unlock()
+	return s
+}
+
+// Replace implements registry.Sink.
+func (p *Pipeline) Replace(services []model.Service) {
+	all := make(map[model.ServiceKey]*model.Service, len(services))
+	for i := range services {
+		all[services[i].Key()] = &services[i]
+	}
+	p.mu.Lock()
+	p.replace, p.replaced = all, true
+	clear(p.pending) // the full listing supersedes earlier reports
+	p.reported()
+	p.mu.Unlock()
+}
+
+// Update implements registry.Sink.
+func (p *Pipeline) Update(service model.Service) {
+	p.mu.Lock()
+	p.pending[service.Key()] = &service
+	p.reported()
+	p.mu.Unlock()
+}
+
+// Delete implements registry.Sink.
+func (p *Pipeline) Delete(key model.ServiceKey) {
+	p.mu.Lock()
+	p.pending[key] = nil
+	p.reported()
+	p.mu.Unlock()
+}
+
+// Rejected implements registry.Sink.
+func (p *Pipeline) Rejected(record string, err error) {
+	p.metrics.recordsRejected.Inc()
+	p.log.Warn("registry record skipped", "record", record, "error", err)
+}
+
+// Unreachable implements registry.Sink.
+func (p *Pipeline) Unreachable(err error) {
+	p.mu.Lock()
+	was := p.unreachable
+	p.unreachable = err
+	p.mu.Unlock()
+	switch {
+	case err != nil && was == nil:
+		p.metrics.unreachable.Set(1)
+		p.statusMu.Lock()
+		synced := p.status.Synced
+		p.statusMu.Unlock()
+		if synced {
+			p.log.Warn("registry unreachable: serving the last good state", "error", err)
+		} else {
+			p.log.Warn("registry unreachable: nothing is served until it has been listed once", "error", err)
+		}
+	case err == nil && was != nil:
+		p.metrics.unreachable.Set(0)
+		p.log.Info("registry reachable again")
+	}
+}
+
+// reported notes a report; p.mu is held.
+func (p *Pipeline) reported() {
+	now := time.Now()
+	if p.firstReport.IsZero() {
+		p.firstReport = now
+	}
+	p.lastReport = now
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run coalesces reports and applies them until ctx is cancelled.
+func (p *Pipeline) Run(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-p.wake:
+		}
+		if err := p.waitQuiet(ctx); err != nil {
+			return err
+		}
+		p.flush()
+	}
+}
+
+// waitQuiet returns once no report came for the quiet period, or the
+// oldest unflushed report is MaxDelay old.
+func (p *Pipeline) waitQuiet(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		first, last := p.firstReport, p.lastReport
+		p.mu.Unlock()
+		if first.IsZero() {
+			return nil
+		}
+		due := last.Add(p.cfg.Quiet)
+		if limit := first.Add(p.cfg.MaxDelay); limit.Before(due) {
+			due = limit
+		}
+		wait := time.Until(due)
+		if wait <= 0 {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// flush converts what was reported since the last flush and applies it.
+func (p *Pipeline) flush() {
+	p.mu.Lock()
+	replace, replaced, pending := p.replace, p.replaced, p.pending
+	p.replace, p.replaced, p.pending = nil, false, map[model.ServiceKey]*model.Service{}
+	p.firstReport, p.lastReport = time.Time{}, time.Time{}
+	p.mu.Unlock()
+
+	start := time.Now()
+	work := pending
+	if replaced {
+		work = replace
+		for key := range p.served {
+			if _, kept := replace[key]; !kept {
+				work[key] = nil
+			}
+		}
+		for key, svc := range pending {
+			work[key] = svc
+		}
+	}
+
+	var changes []snapshot.Change
+	for key, svc := range work {
+		changes = p.serviceChanges(key, svc, changes)
+	}
+	ready := p.synced || replaced
+	snap, diffs, err := p.store.Apply(changes, ready)
+	if err != nil {
+		// A bug, not bad input: the store refuses the whole batch and keeps
+		// serving what it had.
+		p.log.Error("snapshot not applied", "error", err)
+		return
+	}
+	if replaced && !p.synced {
+		p.synced = true
+		p.log.Info("registry synced", "services", len(p.served), "seq", snap.Seq)
+	}
+	elapsed := time.Since(start)
+	p.metrics.flushSeconds.Observe(elapsed.Seconds())
+	p.metrics.services.Set(float64(len(p.served)))
+	for kind, d := range diffs {
+		k := kind.String()
+		p.metrics.changes.WithLabelValues(k, "added").Add(float64(len(d.Added)))
+		p.metrics.changes.WithLabelValues(k, "updated").Add(float64(len(d.Updated) - len(d.EndpointOnly)))
+		p.metrics.changes.WithLabelValues(k, "endpoint_only").Add(float64(len(d.EndpointOnly)))
+		p.metrics.changes.WithLabelValues(k, "removed").Add(float64(len(d.Removed)))
+		p.log.Debug("snapshot", "seq", snap.Seq, "kind", k, "added", len(d.Added), "updated", len(d.Updated),
+			"endpoint_only", len(d.EndpointOnly), "removed", len(d.Removed), "took", elapsed)
+	}
+	p.statusMu.Lock()
+	p.status.Synced = p.synced
+	p.status.Services = len(p.served)
+	p.status.LastFlush = time.Now()
+	p.status.Seq = snap.Seq
+	p.statusMu.Unlock()
+}
+
+// serviceChanges appends the snapshot changes that make key's resources
+// match svc (nil: deleted). A service that cannot be converted keeps what it
+// served before: a bad update never wipes a working service.
+func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, changes []snapshot.Change) []snapshot.Change {
+	old := p.served[key]
+	if svc == nil {
+		if old == nil {
+			return changes
+		}
+		for _, rk := range old.resources {
+			changes = append(changes, snapshot.Change{Kind: rk.kind, Name: rk.name})
+			delete(p.owners, rk)
+		}
+		delete(p.served, key)
+		return changes
+	}
+	if old != nil && reflect.DeepEqual(old.model, svc) {
+		return changes
+	}
+	objects, err := p.objects(key, svc)
+	if err != nil {
+		p.metrics.servicesRejected.Inc()
+		attrs := []any{"service", key.String(), "registry", svc.Registry, "error", err}
+		if old != nil {
+			attrs = append(attrs, "serving", "previous version")
+		}
+		p.log.Warn("service rejected", attrs...)
+		return changes
+	}
+	if old == nil || !slices.Equal(old.model.Hosts, svc.Hosts) {
+		p.logRewrittenHosts(key, svc)
+	}
+	next := &servedService{model: svc, resources: make([]resourceKey, 0, len(objects))}
+	for _, obj := range objects {
+		rk := resourceKey{obj.Kind, obj.Name}
+		next.resources = append(next.resources, rk)
+		p.owners[rk] = key
+		changes = append(changes, snapshot.Change{Kind: obj.Kind, Name: obj.Name, Object: obj})
+	}
+	if old != nil {
+		for _, rk := range old.resources {
+			if p.owners[rk] == key && !containsKey(next.resources, rk) {
+				changes = append(changes, snapshot.Change{Kind: rk.kind, Name: rk.name})
+				delete(p.owners, rk)
+			}
+		}
+	}
+	p.served[key] = next
+	return changes
+}
+
+// logRewrittenHosts says which of a service's hosts are served under
+// another name (a_b.example.com as a-b.example.com: '_' is not allowed in a
+// DNS name), once per change of the service's hosts, so that an operator
+// looking for the registry's name in istiod finds out why it is not there.
+// A change of case alone is not a rewrite: DNS names are case-insensitive.
+func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
+	for _, h := range svc.Hosts {
+		if s := convert.SanitizeHost(h); s != "" && s != strings.ToLower(h) {
+			p.log.Info("host rewritten to a valid DNS name", "service", key.String(), "registry", svc.Registry, "host", h, "served_as", s)
+		}
+	}
+}
+
+// objects converts svc and encodes its resources for the store.
+func (p *Pipeline) objects(key model.ServiceKey, svc *model.Service) ([]*snapshot.Object, error) {
+	resources, err := convert.Convert(*svc, p.cfg.Convert)
+	if err != nil {
+		return nil, err
+	}
+	origin := originOf(svc.Registry, resources)
+	objects := make([]*snapshot.Object, 0, len(resources))
+	for _, r := range resources {
+		obj, err := encode(r)
+		if err != nil {
+			return nil, err
+		}
+		obj.Origin = origin
+		if owner, taken := p.owners[resourceKey{obj.Kind, obj.Name}]; taken && owner != key {
+			return nil, fmt.Errorf("%s %s is already served for service %q: names collide after sanitising", obj.Kind, obj.Name, owner.String())
+		}
+		objects = append(objects, obj)
+	}
+	return objects, nil
+}
+
+// originOf describes, for config subset rules, the service resources were
+// converted from, as served: sanitised namespace, hosts and labels, taken
+// from its ServiceEntry.
+func originOf(registry string, resources []convert.Resource) *snapshot.Origin {
+	o := &snapshot.Origin{Registry: registry}
+	for _, r := range resources {
+		if spec, ok := r.Spec.(*networking.ServiceEntry); ok {
+			o.Namespace, o.Hosts, o.Labels = r.Namespace, spec.Hosts, r.Labels
+			break
+		}
+	}
+	return o
+}
+
+var deterministic = proto.MarshalOptions{Deterministic: true}
+
+// encode marshals a resource once. A ServiceEntry is marshalled in two
+// parts, everything but the endpoints and then the endpoints; the two
+// concatenated are a valid encoding of the whole (protobuf merges repeated
+// fields), and the hash of the first part tells an endpoint-only change
+// apart without a second marshal.
+func encode(r convert.Resource) (*snapshot.Object, error) {
+	obj := &snapshot.Object{
+		Name:        r.FullName(),
+		Labels:      r.Labels,
+		Annotations: r.Annotations,
+	}
+	switch spec := r.Spec.(type) {
+	case *networking.ServiceEntry:
+		obj.Kind = snapshot.ServiceEntry
+		endpoints := spec.Endpoints
+		spec.Endpoints = nil
+		shape, err := deterministic.Marshal(spec)
+		spec.Endpoints = endpoints
+		if err != nil {
+			return nil, err
+		}
+		obj.Shape = xxhash.Sum64(shape)
+		obj.Body = shape
+		if len(endpoints) > 0 {
+			tail, err := deterministic.Marshal(&networking.ServiceEntry{Endpoints: endpoints})
+			if err != nil {
+				return nil, err
+			}
+			obj.Body = append(shape, tail...)
+		}
+	case *networking.WorkloadEntry:
+		obj.Kind = snapshot.WorkloadEntry
+		body, err := deterministic.Marshal(spec)
+		if err != nil {
+			return nil, err
+		}
+		obj.Body = body
+		obj.Shape = xxhash.Sum64(body) // every WorkloadEntry change counts as a change
+	default:
+		return nil, errors.New("unsupported resource spec " + fmt.Sprintf("%T", r.Spec))
+	}
+	return obj, nil
+}
+
+func containsKey(list []resourceKey, k resourceKey) bool {
+	for _, x := range list {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+type metrics struct {
+	recordsRejected  prometheus.Counter
+	servicesRejected prometheus.Counter
+	unreachable      prometheus.Gauge
+	services         prometheus.Gauge
+	changes          *prometheus.CounterVec
+	flushSeconds     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		recordsRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_registry_records_rejected_total",
+			Help: "Registry records skipped because they are malformed (see the log line naming each).",
+		}),
+		servicesRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_services_rejected_total",
+			Help: "Service updates not served because conversion or validation failed; the previous version stays served.",
+		}),
+		unreachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_registry_unreachable",
+			Help: "1 while the registry cannot be reached and the last good state is served (stale).",
+		}),
+		services: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_services", Help: "Registry services currently served.",
+		}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_resource_changes_total",
+			Help: "Resource changes applied to snapshots, by kind and change (added, updated, endpoint_only, removed).",
+		}, []string{"kind", "change"}),
+		flushSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "galleon_flush_seconds",
+			Help:    "Time to convert a batch of registry changes and apply it to the snapshot.",
+			Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5},
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.recordsRejected, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds)
+	}
+	return m
+}

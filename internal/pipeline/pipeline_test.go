@@ -1,0 +1,300 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	mcp "istio.io/api/mcp/v1alpha1"
+	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+)
+
+func service(name string, ips ...string) model.Service {
+	s := model.Service{
+		Registry: "test", Namespace: "ns", Name: name,
+		Hosts: []string{name + ".ns.test"},
+		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
+	}
+	for i, ip := range ips {
+		s.Instances = append(s.Instances, model.Instance{ID: fmt.Sprint(name, i), Address: ip})
+	}
+	return s
+}
+
+// run starts a pipeline over a new store and stops it when the test ends.
+func run(t *testing.T, cfg Config) (*Pipeline, *snapshot.Store) {
+	t.Helper()
+	if cfg.Quiet == 0 {
+		cfg.Quiet = 5 * time.Millisecond
+	}
+	store := snapshot.NewStore()
+	p := New(store, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != context.Canceled {
+			t.Errorf("Run returned %v", err)
+		}
+	})
+	return p, store
+}
+
+// waitSeq waits for the store to pass seq and returns the new snapshot.
+func waitSeq(t *testing.T, store *snapshot.Store, seq uint64) *snapshot.Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := store.Current(); s.Seq > seq {
+			return s
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no snapshot after seq %d", seq)
+	return nil
+}
+
+func endpoints(t *testing.T, snap *snapshot.Snapshot, name string) []string {
+	t.Helper()
+	r := snap.Collection(snapshot.ServiceEntry).Get(name)
+	if r == nil {
+		return nil
+	}
+	var res mcp.Resource
+	var se networking.ServiceEntry
+	if err := proto.Unmarshal(r.MCP(), &res); err != nil {
+		t.Fatal(err)
+	}
+	if err := proto.Unmarshal(res.Body.Value, &se); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range se.Endpoints {
+		out = append(out, e.Address)
+	}
+	if len(se.Hosts) == 0 || len(se.Ports) == 0 {
+		t.Fatalf("%s decoded without hosts or ports: %v", name, &se)
+	}
+	return out
+}
+
+func TestReplaceUpdateDelete(t *testing.T) {
+	p, store := run(t, Config{})
+	p.Update(service("early", "10.0.0.9")) // superseded by the Replace below
+	p.Replace([]model.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")})
+	snap := waitSeq(t, store, 0)
+	if !snap.Ready || snap.Collection(snapshot.ServiceEntry).Len() != 2 {
+		t.Fatalf("after Replace: ready=%v len=%d", snap.Ready, snap.Collection(snapshot.ServiceEntry).Len())
+	}
+	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("ns/a endpoints %v", got)
+	}
+	// The status is updated just after the snapshot is published: wait
+	// for it rather than race it.
+	for deadline := time.Now().Add(5 * time.Second); !p.Status().Synced; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("status not synced 5 s after the Replace was served")
+		}
+	}
+
+	p.Update(service("a", "10.0.0.1", "10.0.0.3"))
+	snap = waitSeq(t, store, snap.Seq)
+	if d := snap.Collection(snapshot.ServiceEntry).LastDiff(); !slices.Equal(d.EndpointOnly, []string{"ns/a"}) {
+		t.Fatalf("instance added: diff %+v, want endpoint-only", d)
+	}
+	port := service("a", "10.0.0.1", "10.0.0.3")
+	port.Ports = append(port.Ports, model.Port{Number: 443, Protocol: model.ProtocolHTTPS})
+	p.Update(port)
+	snap = waitSeq(t, store, snap.Seq)
+	if d := snap.Collection(snapshot.ServiceEntry).LastDiff(); len(d.EndpointOnly) != 0 || len(d.Updated) != 1 {
+		t.Fatalf("port added: diff %+v, want a full update", d)
+	}
+
+	p.Delete(model.ServiceKey{Namespace: "ns", Name: "b"})
+	snap = waitSeq(t, store, snap.Seq)
+	if snap.Collection(snapshot.ServiceEntry).Get("ns/b") != nil {
+		t.Fatal("deleted service still served")
+	}
+	p.Replace([]model.Service{service("c", "10.0.0.4")})
+	snap = waitSeq(t, store, snap.Seq)
+	var names []string
+	for _, r := range snap.Collection(snapshot.ServiceEntry).Resources() {
+		names = append(names, r.Name)
+	}
+	if !slices.Equal(names, []string{"ns/c"}) {
+		t.Fatalf("after a second Replace: %v", names)
+	}
+}
+
+func TestUnchangedReportMakesNoSnapshot(t *testing.T) {
+	p, store := run(t, Config{})
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	snap := waitSeq(t, store, 0)
+	p.Update(service("a", "10.0.0.1"))
+	p.Update(service("z", "10.0.0.9")) // a real change, to know the flush happened
+	snap = waitSeq(t, store, snap.Seq)
+	if d := snap.Collection(snapshot.ServiceEntry).LastDiff(); !slices.Equal(d.Added, []string{"ns/z"}) || len(d.Updated) != 0 {
+		t.Fatalf("diff %+v: an unchanged report changed something", d)
+	}
+}
+
+func TestBadUpdateKeepsLastGoodVersion(t *testing.T) {
+	p, store := run(t, Config{})
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	snap := waitSeq(t, store, 0)
+	bad := service("a", "10.0.0.2")
+	bad.Ports = nil // istiod requires a port
+	p.Update(bad)
+	p.Update(service("marker", "10.0.0.5"))
+	snap = waitSeq(t, store, snap.Seq)
+	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("after a bad update ns/a serves %v, want the last good endpoints", got)
+	}
+	// Bad in a full listing: still kept.
+	p.Replace([]model.Service{bad, service("marker", "10.0.0.6")})
+	snap = waitSeq(t, store, snap.Seq)
+	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("after a Replace with a bad record ns/a serves %v", got)
+	}
+}
+
+func TestNamesCollidingAfterSanitisingAreRejected(t *testing.T) {
+	p, store := run(t, Config{})
+	upper := service("Orders", "10.0.0.1")
+	lower := service("orders", "10.0.0.2")
+	p.Replace([]model.Service{upper})
+	snap := waitSeq(t, store, 0)
+	p.Update(lower)
+	p.Update(service("marker", "10.0.0.5"))
+	snap = waitSeq(t, store, snap.Seq)
+	if got := endpoints(t, snap, "ns/orders"); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("colliding service took over: %v", got)
+	}
+	// Deleting the loser must not delete the winner's resource.
+	p.Delete(lower.Key())
+	p.Update(service("marker", "10.0.0.6"))
+	snap = waitSeq(t, store, snap.Seq)
+	if got := endpoints(t, snap, "ns/orders"); !slices.Equal(got, []string{"10.0.0.1"}) {
+		t.Fatalf("deleting the rejected twin removed the served one: %v", got)
+	}
+}
+
+func TestWorkloadEntryModeRemovesGoneInstances(t *testing.T) {
+	p, store := run(t, Config{Convert: convert.Options{Mode: convert.ModeWorkloadEntry}})
+	p.Replace([]model.Service{service("a", "10.0.0.1", "10.0.0.2")})
+	snap := waitSeq(t, store, 0)
+	if n := snap.Collection(snapshot.WorkloadEntry).Len(); n != 2 {
+		t.Fatalf("%d WorkloadEntries, want 2", n)
+	}
+	se := snap.Collection(snapshot.ServiceEntry).Get("ns/a").Version
+	p.Update(service("a", "10.0.0.1"))
+	snap = waitSeq(t, store, snap.Seq)
+	if n := snap.Collection(snapshot.WorkloadEntry).Len(); n != 1 {
+		t.Fatalf("%d WorkloadEntries after an instance left, want 1", n)
+	}
+	if snap.Collection(snapshot.ServiceEntry).Get("ns/a").Version != se {
+		t.Fatal("the ServiceEntry changed although only an instance left")
+	}
+}
+
+func TestReportsCoalesce(t *testing.T) {
+	p, store := run(t, Config{Quiet: 200 * time.Millisecond, MaxDelay: 10 * time.Second})
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	for i := range 50 {
+		p.Update(service("a", fmt.Sprintf("10.0.1.%d", i)))
+	}
+	snap := waitSeq(t, store, 0)
+	if snap.Seq != 1 {
+		t.Fatalf("51 reports inside the quiet period made %d snapshots", snap.Seq)
+	}
+	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.1.49"}) {
+		t.Fatalf("coalesced state %v, want the last report", got)
+	}
+}
+
+func TestUnreachableIsReported(t *testing.T) {
+	p, _ := run(t, Config{})
+	p.Unreachable(fmt.Errorf("connection refused"))
+	if p.Status().Unreachable == nil {
+		t.Fatal("status does not say the registry is unreachable")
+	}
+	p.Unreachable(nil)
+	if p.Status().Unreachable != nil {
+		t.Fatal("status still unreachable")
+	}
+}
+
+// lockedBuffer is a log destination safe for the pipeline's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// a_b.example.com is served as a-b.example.com ('_' is not allowed in a DNS
+// name): that used to happen without a word.
+func TestRewrittenHostsAreLoggedOnce(t *testing.T) {
+	var logs lockedBuffer
+	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	svc := service("a", "10.0.0.1")
+	svc.Hosts = []string{"a_b.example.com", "Upper.Example.com"}
+	p.Replace([]model.Service{svc})
+	snap := waitSeq(t, store, 0)
+	svc = service("a", "10.0.0.2") // an endpoint change: same hosts
+	svc.Hosts = []string{"a_b.example.com", "Upper.Example.com"}
+	p.Update(svc)
+	waitSeq(t, store, snap.Seq)
+
+	lines := strings.Count(logs.String(), "host rewritten")
+	if lines != 1 {
+		t.Fatalf("%d 'host rewritten' lines, want 1 (once per change of hosts, none for a change of case):\n%s", lines, logs.String())
+	}
+	if l := logs.String(); !strings.Contains(l, "host=a_b.example.com served_as=a-b.example.com") || !strings.Contains(l, "service=ns/a") {
+		t.Errorf("the line does not name the host, what it is served as and the service:\n%s", l)
+	}
+}
+
+// Before the first listing nothing is served, so an outage then must not
+// claim the last good state is (galleon-file once said so at start).
+func TestUnreachableBeforeSyncSaysNothingIsServed(t *testing.T) {
+	var logs lockedBuffer
+	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.Unreachable(fmt.Errorf("connection refused"))
+	if l := logs.String(); !strings.Contains(l, "nothing is served until it has been listed once") || strings.Contains(l, "serving the last good state") {
+		t.Errorf("outage before the first listing logged:\n%s", l)
+	}
+	p.Unreachable(nil)
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	waitSeq(t, store, 0)
+	for deadline := time.Now().Add(5 * time.Second); !p.Status().Synced; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("not synced")
+		}
+	}
+	p.Unreachable(fmt.Errorf("connection refused"))
+	if !strings.Contains(logs.String(), "serving the last good state") {
+		t.Errorf("outage after the first listing does not say the last good state is served:\n%s", logs.String())
+	}
+}

@@ -1,0 +1,55 @@
+package xds_test
+
+// Benchmarks of the core at the scale Galleon is held to: 10,000 services x
+// 10 instances, 10 connected sinks, over real gRPC on loopback. The data set
+// and harness are shared with internal/mcp's benchmarks (loadtest/benchtest).
+// Results and how to read them: docs/benchmarks.md.
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"google.golang.org/grpc"
+
+	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/loadtest/benchtest"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/xds"
+)
+
+const benchType = "networking.istio.io/v1/ServiceEntry"
+
+func start(b *testing.B) *loadtest.BenchEnv {
+	return benchtest.Start(b, func(g *grpc.Server, store *snapshot.Store) {
+		xds.NewServer(snapshot.Everyone(store), xds.Options{}).Register(g)
+	})
+}
+
+func dialSotW(ctx context.Context, addr string) (*loadtest.Sink, error) {
+	return loadtest.DialSotW(ctx, addr, benchType)
+}
+
+func dialDelta(ctx context.Context, addr string) (*loadtest.Sink, error) {
+	return loadtest.DialDelta(ctx, addr, benchType)
+}
+
+// BenchmarkInstanceChange measures one instance of one service changing,
+// from the registry report to every sink holding the new version.
+func BenchmarkInstanceChange(b *testing.B) {
+	for _, c := range []struct {
+		protocol string
+		dial     benchtest.Dial
+		sinks    int
+	}{{"sotw", dialSotW, loadtest.BenchSinks}, {"delta", dialDelta, loadtest.BenchSinks}, {"sotw", dialSotW, 1}, {"delta", dialDelta, 1}} {
+		b.Run(fmt.Sprintf("%s-%dsinks", c.protocol, c.sinks), func(b *testing.B) {
+			benchtest.InstanceChange(b, start(b), c.dial, c.sinks, nil)
+		})
+	}
+}
+
+// BenchmarkInitialSync measures 10 SotW sinks connecting at once to a source
+// holding the full data set, until every one holds the full state.
+func BenchmarkInitialSync(b *testing.B) {
+	benchtest.InitialSync(b, start(b), dialSotW)
+}

@@ -1,0 +1,258 @@
+package xds
+
+import (
+	"slices"
+	"strconv"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/galleon-mesh/galleon/internal/grpcwire"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+)
+
+const protocolDelta = "delta"
+
+// deltaWatch is one type URL's state on one Delta stream.
+type deltaWatch struct {
+	typeURL string
+	kind    snapshot.Kind
+	known   bool
+
+	wildcard bool
+	names    map[string]struct{} // explicit subscriptions
+	// held is what the client holds: what it sent in
+	// initial_resource_versions plus what we sent since.
+	held snapshot.Holdings
+	// recheck holds newly subscribed names to look at on the next push.
+	recheck map[string]struct{}
+	// resumed is how many names the client gave in
+	// initial_resource_versions, for the per-stream bound on names.
+	resumed int
+
+	sent    bool
+	nonce   string
+	pending bool
+	sentAt  time.Time
+}
+
+// DeltaAggregatedResources serves one incremental ADS stream.
+func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	watches := map[string]*deltaWatch{}
+	var order []*deltaWatch
+	var nonces uint64
+	budget := s.logBudget.ForStream()
+	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
+	defer sender.Close()
+	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
+		func(req *discovery.DeltaDiscoveryRequest) error {
+			w, err := s.deltaRequest(watches, budget, req)
+			if w != nil {
+				order = append(order, w)
+			}
+			return err
+		},
+		func(snap *snapshot.Snapshot) error {
+			for _, w := range order {
+				if err := s.deltaPush(sender.Send, w, snap, &nonces); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+}
+
+func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.LogLimiter, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
+	w, exists := watches[req.GetTypeUrl()]
+	if err := s.admitType(protocolDelta, req.GetTypeUrl(), exists, len(watches)); err != nil {
+		return nil, err
+	}
+	// Resume versions count only on a type's first request; later ones are
+	// ignored, as below.
+	resume := req.InitialResourceVersions
+	if exists {
+		resume = nil
+	}
+	var subscribed map[string]struct{}
+	if exists {
+		subscribed = w.names
+	}
+	if err := s.admitNames(protocolDelta, clientNames(watches), subscribed, req.ResourceNamesSubscribe, resume); err != nil {
+		return nil, err
+	}
+	var created *deltaWatch
+	if !exists {
+		w = &deltaWatch{
+			typeURL: req.TypeUrl,
+			names:   map[string]struct{}{},
+			held:    snapshot.Holdings{Versions: map[string]string{}},
+			recheck: map[string]struct{}{},
+		}
+		w.kind, w.known = KindOf(req.TypeUrl)
+		// The first request of a type with no names is a wildcard
+		// subscription; "*" asks for it explicitly alongside names.
+		w.wildcard = len(req.ResourceNamesSubscribe) == 0
+		for name, version := range req.InitialResourceVersions {
+			w.held.Versions[name] = version
+		}
+		w.resumed = len(req.InitialResourceVersions)
+		watches[req.TypeUrl] = w
+		created = w
+		s.log.Debug("xds subscribe", "protocol", protocolDelta, "type", req.TypeUrl, "node", req.GetNode().GetId(),
+			"names", len(req.ResourceNamesSubscribe), "resume", len(req.InitialResourceVersions))
+	}
+	// Subscription changes count whatever the nonce says.
+	for _, name := range req.ResourceNamesSubscribe {
+		if name == "*" {
+			w.wildcard = true
+			w.held.Seq = 0 // compare everything on the next push
+			continue
+		}
+		w.names[name] = struct{}{}
+		w.recheck[name] = struct{}{}
+	}
+	for _, name := range req.ResourceNamesUnsubscribe {
+		if name == "*" {
+			w.wildcard = false
+			for held := range w.held.Versions {
+				if _, named := w.names[held]; !named {
+					delete(w.held.Versions, held)
+				}
+			}
+			continue
+		}
+		delete(w.names, name)
+		if !w.wildcard {
+			delete(w.held.Versions, name)
+		}
+	}
+	if req.ResponseNonce == "" || created != nil || !w.sent {
+		return created, nil
+	}
+	if req.ResponseNonce != w.nonce {
+		s.metrics.badRequests.WithLabelValues(protocolDelta, "stale_nonce").Inc()
+		return nil, nil
+	}
+	w.pending = false
+	result := "ack"
+	if req.ErrorDetail != nil {
+		// The client keeps what it had for the rejected resources. We keep
+		// believing it has what we sent, so they are not sent again until
+		// they change: a resend of the same bytes would be rejected again.
+		result = "nack"
+		s.logRejected(budget, protocolDelta, w.typeURL, req.GetNode().GetId(), w.nonce, req.ErrorDetail.GetMessage())
+	}
+	s.metrics.acks.WithLabelValues(protocolDelta, typeLabel(w.typeURL), result).Inc()
+	s.metrics.ackLatency.WithLabelValues(protocolDelta).Observe(time.Since(w.sentAt).Seconds())
+	return nil, nil
+}
+
+func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.Snapshot, nonces *uint64) error {
+	if w.pending {
+		return nil
+	}
+	version := emptyVersion
+	var changed []*snapshot.Resource
+	var removed []string
+	if w.known {
+		if !snap.Ready {
+			return nil
+		}
+		col := snap.Collection(w.kind)
+		if w.sent && col.Seq == w.held.Seq && len(w.recheck) == 0 {
+			return nil
+		}
+		version = col.Version
+		changed, removed = deltaChanges(w, col)
+		clear(w.recheck)
+		if w.sent && len(changed) == 0 && len(removed) == 0 {
+			return nil
+		}
+	} else if w.sent {
+		return nil
+	}
+	*nonces++
+	nonce := strconv.FormatUint(*nonces, 10)
+	msg := deltaEncoded(version, w.typeURL, nonce, changed, removed)
+	if err := send(msg); err != nil {
+		return err
+	}
+	w.sent, w.pending, w.nonce, w.sentAt = true, true, nonce, time.Now()
+	s.metrics.responses.WithLabelValues(protocolDelta, typeLabel(w.typeURL)).Inc()
+	s.metrics.responseBytes.WithLabelValues(protocolDelta, typeLabel(w.typeURL)).Add(float64(msg.Size))
+	if w.known {
+		s.metrics.pushLatency.WithLabelValues(protocolDelta).Observe(w.sentAt.Sub(snap.Time).Seconds())
+	}
+	return nil
+}
+
+// DeltaDiscoveryResponse field numbers, for the encoding below.
+const (
+	fieldDeltaSystemVersion = 1
+	fieldDeltaTypeURL       = 4
+	fieldDeltaNonce         = 5
+	fieldDeltaRemoved       = 6
+)
+
+// deltaEncoded builds a DeltaDiscoveryResponse from the resources' shared,
+// pre-encoded bytes: only the small header is new per stream.
+func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, removed []string) *encodedMessage {
+	header := make([]byte, 0, len(version)+len(typeURL)+len(nonce)+16)
+	header = protowire.AppendTag(header, fieldDeltaSystemVersion, protowire.BytesType)
+	header = protowire.AppendString(header, version)
+	header = protowire.AppendTag(header, fieldDeltaTypeURL, protowire.BytesType)
+	header = protowire.AppendString(header, typeURL)
+	header = protowire.AppendTag(header, fieldDeltaNonce, protowire.BytesType)
+	header = protowire.AppendString(header, nonce)
+	for _, name := range removed {
+		header = protowire.AppendTag(header, fieldDeltaRemoved, protowire.BytesType)
+		header = protowire.AppendString(header, name)
+	}
+	buffers := make(mem.BufferSlice, 0, 1+2*len(changed))
+	buffers = append(buffers, mem.SliceBuffer(header))
+	size := len(header)
+	for _, r := range changed {
+		prefix, body := r.DeltaEntry()
+		buffers = append(buffers, mem.SliceBuffer(prefix), mem.SliceBuffer(body))
+		size += len(prefix) + len(body)
+	}
+	return &encodedMessage{Buffers: buffers, Size: size}
+}
+
+// deltaChanges returns what the client lacks and records it as sent. A
+// client that named a resource we do not have (and is not a wildcard
+// subscriber) is told so with a removal, so it need not wait for it.
+func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
+	var absent []string
+	if !w.wildcard {
+		for name := range w.recheck {
+			_, named := w.names[name]
+			if _, held := w.held.Versions[name]; named && !held && col.Get(name) == nil {
+				absent = append(absent, name)
+			}
+		}
+		slices.Sort(absent)
+	}
+	changed, removed = w.held.CatchUp(col, snapshot.Scope{All: w.wildcard, Names: w.names}, keys(w.recheck))
+	return changed, append(removed, absent...)
+}
+
+// clientNames counts the names the client of a stream has made it keep:
+// subscriptions and resume versions, every type together.
+func clientNames(watches map[string]*deltaWatch) int {
+	n := 0
+	for _, w := range watches {
+		n += len(w.names) + w.resumed
+	}
+	return n
+}
+
+func keys(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

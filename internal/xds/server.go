@@ -1,0 +1,233 @@
+package xds
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/galleon-mesh/galleon/internal/grpcwire"
+	"github.com/galleon-mesh/galleon/internal/snapshot"
+)
+
+// Server implements the ADS service: each stream is served the source its
+// router picks for the stream's node.
+type Server struct {
+	discovery.UnimplementedAggregatedDiscoveryServiceServer
+
+	router  snapshot.Router
+	log     *slog.Logger
+	metrics *Metrics
+	drainer *grpcwire.Drainer
+	// sendTimeout bounds how long a client may leave a response unread.
+	sendTimeout time.Duration
+	// logBudget bounds the log lines clients cause, all streams together.
+	logBudget *grpcwire.LogLimiter
+}
+
+// Options configures a Server.
+type Options struct {
+	Logger *slog.Logger
+	// Registerer receives the server's metrics; nil keeps them unregistered.
+	Registerer prometheus.Registerer
+	// SendTimeout bounds how long a client may leave one response unread
+	// before its stream is closed (ResourceExhausted); default
+	// grpcwire.DefaultSendTimeout.
+	SendTimeout time.Duration
+}
+
+// NewServer returns a server that serves each stream the source router
+// picks by the node of the stream's first request (ClientOf). A server with
+// one source for everyone takes snapshot.Everyone(store).
+func NewServer(router snapshot.Router, opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
+		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter()}
+}
+
+// Drain ends every stream, now and later, with status Unavailable, so that
+// a graceful stop of the gRPC server completes as soon as the responses
+// being written are out, and clients reconnect at once.
+func (s *Server) Drain() { s.drainer.Drain() }
+
+// Register adds the ADS service to g.
+func (s *Server) Register(g *grpc.Server) {
+	discovery.RegisterAggregatedDiscoveryServiceServer(g, s)
+}
+
+// GRPCServerOptions returns the options a grpc.Server serving this service
+// needs: the pass-through codec that writes pre-encoded responses, and a
+// keepalive policy that accepts istiod's pings. istiod pings every 30 s even
+// between responses; grpc-go's default policy (5 min, no pings without
+// streams) answers that with GOAWAY too_many_pings.
+func GRPCServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(grpcwire.Codec()),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             10 * time.Second,
+			PermitWithoutStream: true,
+		}),
+		// Find sinks that vanished without closing their connection.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 60 * time.Second, Timeout: 20 * time.Second}),
+	}
+}
+
+// Metrics are the server's Prometheus metrics.
+type Metrics struct {
+	streams       *prometheus.GaugeVec
+	responses     *prometheus.CounterVec
+	responseBytes *prometheus.CounterVec
+	acks          *prometheus.CounterVec
+	pushLatency   *prometheus.HistogramVec
+	ackLatency    *prometheus.HistogramVec
+	badRequests   *prometheus.CounterVec
+	logSuppressed *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *Metrics {
+	buckets := []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+	m := &Metrics{
+		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_xds_streams", Help: "Connected xDS streams.",
+		}, []string{"protocol"}),
+		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_responses_total", Help: "xDS responses sent, by protocol and type URL (types this server holds nothing of count as \"other\").",
+		}, []string{"protocol", "type"}),
+		responseBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_response_bytes_total", Help: "Bytes of xDS responses sent.",
+		}, []string{"protocol", "type"}),
+		acks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_acks_total", Help: "Responses acknowledged (result=ack) or rejected (result=nack) by clients.",
+		}, []string{"protocol", "type", "result"}),
+		pushLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "galleon_xds_push_latency_seconds", Help: "From a snapshot being made to its response being written to a stream.",
+			Buckets: buckets,
+		}, []string{"protocol"}),
+		ackLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "galleon_xds_ack_latency_seconds", Help: "From a response being written to its ACK or NACK arriving.",
+			Buckets: buckets,
+		}, []string{"protocol"}),
+		badRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_bad_requests_total", Help: "Requests ignored or streams closed because a request was malformed or stale.",
+		}, []string{"protocol", "reason"}),
+		logSuppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_xds_log_lines_suppressed_total", Help: "Log lines a client caused (NACKs) that were left out because the stream exceeded its log budget (5, then one per 30 s).",
+		}, []string{"protocol"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.logSuppressed)
+	}
+	return m
+}
+
+// maxTypesPerStream bounds the per-stream state a client can make us keep.
+// istiod asks for about twenty types.
+const maxTypesPerStream = 128
+
+// admitType checks a request's type URL and, for a type the stream does not
+// watch yet, that it may watch one more. The error closes the stream with a
+// status that says why.
+func (s *Server) admitType(protocol, typeURL string, watched bool, watching int) error {
+	if !validTypeURL(typeURL) {
+		s.metrics.badRequests.WithLabelValues(protocol, "type_url").Inc()
+		return status.Errorf(codes.InvalidArgument, "request type_url %.64q is empty or malformed (ADS needs the type URL on every request)", typeURL)
+	}
+	if !watched && watching >= maxTypesPerStream {
+		s.metrics.badRequests.WithLabelValues(protocol, "too_many_types").Inc()
+		return status.Errorf(codes.ResourceExhausted, "stream asked for more than %d type URLs", maxTypesPerStream)
+	}
+	return nil
+}
+
+// admitNames checks the resource names a Delta request adds to its stream:
+// each of bounded length, and no more than grpcwire.MaxNamesPerStream on the
+// stream in all (held counts those it holds already; subscribed are the
+// request's type's current subscriptions, which count once). The error closes the
+// stream with a status that says why.
+func (s *Server) admitNames(protocol string, held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) error {
+	added := 0
+	for _, name := range subscribe {
+		if len(name) > grpcwire.MaxNameLen {
+			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
+			return status.Errorf(codes.InvalidArgument, "resource name %.64q... is %d bytes, over the limit of %d", name, len(name), grpcwire.MaxNameLen)
+		}
+		if _, already := subscribed[name]; !already {
+			added++ // a name subscribed again costs nothing more
+		}
+	}
+	for name, version := range resume {
+		if len(name) > grpcwire.MaxNameLen || len(version) > grpcwire.MaxNameLen {
+			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
+			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
+		}
+	}
+	if n := held + added + len(resume); n > grpcwire.MaxNamesPerStream {
+		s.metrics.badRequests.WithLabelValues(protocol, "too_many_names").Inc()
+		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resource names, over the limit of %d: subscribe with a wildcard instead", n, grpcwire.MaxNamesPerStream)
+	}
+	return nil
+}
+
+// logRejected logs a client's NACK within its stream's log budget, quoting
+// no more of the client's text than grpcwire.MaxLoggedText: a client
+// chooses how often it NACKs and what the NACK says.
+func (s *Server) logRejected(budget *grpcwire.LogLimiter, protocol, typeURL, node, nonce, message string) {
+	ok, suppressed := budget.Allow(time.Now())
+	if !ok {
+		s.metrics.logSuppressed.WithLabelValues(protocol).Inc()
+		return
+	}
+	attrs := []any{"protocol", protocol, "type", typeURL, "node", grpcwire.ClientText(node, maxLoggedNode),
+		"nonce", nonce, "error", grpcwire.ClientText(message, grpcwire.MaxLoggedText)}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	s.log.Warn("xds response rejected", attrs...)
+}
+
+// maxLoggedNode bounds a node id quoted in a log line.
+const maxLoggedNode = 256
+
+// serveStream runs one ADS stream on the shared loop, counting it. The
+// stream is served the source the router picks for its first request's node.
+func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
+	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
+	s.metrics.streams.WithLabelValues(protocol).Inc()
+	defer s.metrics.streams.WithLabelValues(protocol).Dec()
+	ctx, stop := s.drainer.Context(ctx)
+	defer stop()
+	var first Req
+	first, recv = grpcwire.Peek(recv)
+	client := ClientOf(first.GetNode())
+	name, source := s.router.Route(client)
+	if name != "" {
+		s.log.Info("xds stream routed", "protocol", protocol, "node", grpcwire.ClientText(client.ID, maxLoggedNode), "subset", name)
+	}
+	return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
+}
+
+// ClientOf is what a router sees of an xDS node: its id, and its metadata
+// fields that hold strings.
+func ClientOf(node *core.Node) snapshot.Client {
+	sink := snapshot.Client{ID: node.GetId()}
+	for k, v := range node.GetMetadata().GetFields() {
+		if sv, ok := v.GetKind().(*structpb.Value_StringValue); ok {
+			if sink.Labels == nil {
+				sink.Labels = map[string]string{}
+			}
+			sink.Labels[k] = sv.StringValue
+		}
+	}
+	return sink
+}
