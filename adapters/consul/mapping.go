@@ -18,9 +18,6 @@ import (
 	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
-// RegistryName is the model.Service Registry of every service reported.
-const RegistryName = "consul"
-
 // Meta keys and tags the mapping reads (documented in
 // docs/adapters/consul.md).
 const (
@@ -396,7 +393,6 @@ func merge(parts []*part) model.Service {
 	sort.Slice(parts, func(i, j int) bool { return parts[i].dc < parts[j].dc })
 	first := parts[0]
 	svc := model.Service{
-		Registry:  RegistryName,
 		Namespace: first.key.Namespace,
 		Name:      first.key.Name,
 		ExportTo:  slices.Clone(first.exportTo),

@@ -69,7 +69,7 @@ func TestMapServiceDefaults(t *testing.T) {
 		t.Fatalf("ok=%v rejected=%v", ok, rej)
 	}
 	want := model.Service{
-		Registry: "consul", Namespace: "consul", Name: "web",
+		Namespace: "consul", Name: "web",
 		Hosts: []string{"web.service.consul"},
 		Ports: []model.Port{{Number: 8080, Protocol: model.ProtocolTCP}},
 		Instances: []model.Instance{

@@ -12,6 +12,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
 )
 
 // newScanState returns the state of a Run on dir whose scans the test
@@ -29,13 +30,12 @@ func newScanState(t *testing.T, dir string) (*runState, *recordingSink) {
 	t.Cleanup(func() { _ = w.Close() })
 	sink := newRecordingSink()
 	return &runState{
-		cfg:      reg.cfg,
-		log:      reg.log,
-		sink:     sink,
-		watcher:  w,
-		files:    map[string]*fileState{},
-		reported: map[model.ServiceKey]served{},
-		rejected: map[string]bool{},
+		cfg:     reg.cfg,
+		log:     reg.log,
+		report:  registry.NewReconciler(sink),
+		watcher: w,
+		files:   map[string]*fileState{},
+		served:  map[model.ServiceKey]served{},
 	}, sink
 }
 

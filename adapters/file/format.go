@@ -16,10 +16,6 @@ import (
 	"github.com/galleon-mesh/galleon/common/model"
 )
 
-// registryName is recorded in model.Service.Registry for every service this
-// adapter reports.
-const registryName = "file"
-
 // hostSuffix is appended to "<name>.<namespace>" when a service lists no
 // hosts. ".internal" is reserved by ICANN for private use, so the default
 // names can never shadow a real public DNS name, and the shape mirrors
@@ -334,7 +330,6 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string, in *interne
 		s.ExportTo[i] = in.str(e)
 	}
 	svc := model.Service{
-		Registry:    registryName,
 		Namespace:   in.str(s.Namespace),
 		Name:        s.Name,
 		Hosts:       nonEmpty(s.Hosts),

@@ -29,7 +29,7 @@ func TestParseFileDefaults(t *testing.T) {
 		t.Fatalf("rejected services: %v", pf.rejected)
 	}
 	want := model.Service{
-		Registry:  "file",
+
 		Namespace: "default",
 		Name:      "reviews",
 		Hosts:     []string{"reviews.default.internal"},
@@ -75,7 +75,7 @@ func TestParseFileAllFields(t *testing.T) {
 		t.Fatalf("rejected: %v %v", rej, pf.rejected)
 	}
 	want := model.Service{
-		Registry:    "file",
+
 		Namespace:   "shop",
 		Name:        "payments",
 		Hosts:       []string{"payments.example.com"},

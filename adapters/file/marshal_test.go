@@ -10,7 +10,7 @@ import (
 func TestMarshalRoundTrips(t *testing.T) {
 	want := []model.Service{
 		{
-			Registry: "file", Namespace: "shop", Name: "cart",
+			Namespace: "shop", Name: "cart",
 			Hosts: []string{"cart.shop.internal", "cart.example.com"}, Addresses: []string{"240.0.0.10"},
 			Ports:       []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP, Name: "web"}, {Number: 9090, Protocol: model.ProtocolGRPC}},
 			Labels:      map[string]string{"app": "cart"},
@@ -23,7 +23,7 @@ func TestMarshalRoundTrips(t *testing.T) {
 				{ID: "c", Address: "vm3.shop.internal", Health: model.Draining},
 			},
 		},
-		{Registry: "file", Namespace: "default", Name: "plain", Hosts: []string{"plain.default.internal"},
+		{Namespace: "default", Name: "plain", Hosts: []string{"plain.default.internal"},
 			Ports: []model.Port{{Number: 5432, Protocol: model.ProtocolTCP}}, Resolution: model.ResolutionStatic,
 			Instances: []model.Instance{{ID: "10.0.0.1", Address: "10.0.0.1"}}},
 	}

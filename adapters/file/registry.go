@@ -89,7 +89,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strings"
 	"syscall"
@@ -256,13 +255,12 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 	defer w.Close()
 
 	s := &runState{
-		cfg:      r.cfg,
-		log:      r.log,
-		sink:     sink,
-		watcher:  w,
-		files:    map[string]*fileState{},
-		reported: map[model.ServiceKey]served{},
-		rejected: map[string]bool{},
+		cfg:     r.cfg,
+		log:     r.log,
+		report:  registry.NewReconciler(sink),
+		watcher: w,
+		files:   map[string]*fileState{},
+		served:  map[model.ServiceKey]served{},
 	}
 	s.loadPersisted()
 	s.sync()
@@ -393,7 +391,7 @@ type fileState struct {
 type runState struct {
 	cfg     Config
 	log     *slog.Logger
-	sink    registry.Sink
+	report  *registry.Reconciler // reports to the Sink what the files hold
 	watcher *fsnotify.Watcher
 
 	// watched is the directory the watch is on (to notice the directory
@@ -401,10 +399,12 @@ type runState struct {
 	watched       os.FileInfo
 	watchErrShown bool
 
-	files    map[string]*fileState // by base name
-	reported map[model.ServiceKey]served
-	rejected map[string]bool // record + "\x00" + message, as last reported
-	synced   bool            // a Replace was sent
+	files map[string]*fileState // by base name
+	// served is the merged state last handed to report: its entries point
+	// into the files' states, so an entry of a file not parsed again is
+	// the same pointer, and known unchanged without comparing it.
+	served map[model.ServiceKey]served
+	synced bool // the files were reported once
 	// changed is set when a scan changed what the files contribute (a
 	// file parsed, added, removed or unreadable) and cleared by report: a
 	// scan that changed nothing has nothing to report.
@@ -465,14 +465,14 @@ func (s *runState) sync() {
 	if err := s.scan(); err != nil {
 		if s.unreachable == nil {
 			s.log.Debug("registry directory unreachable; keeping the last state", "err", err)
-			s.sink.Unreachable(err)
+			s.report.Unreachable(err)
 		}
 		s.unreachable = err
 		return
 	}
-	// report would find no difference: skip building the merged state.
+	// reportFiles would find no difference: skip building the merged state.
 	if s.changed || !s.synced || s.unreachable != nil || s.forceRemovals {
-		s.report()
+		s.reportFiles()
 	}
 }
 
@@ -784,66 +784,41 @@ type served struct {
 	file string // base name
 }
 
-// report merges the files and reports the differences with what was last
-// reported: Replace on the first sync and after an outage, Update/Delete
-// otherwise.
-func (s *runState) report() {
+// reportFiles merges the files and hands the result to the reconciler,
+// which reports what changed (a Replace on the first report and after an
+// outage). Services of files not parsed again are not even compared.
+func (s *runState) reportFiles() {
 	s.changed = false
 	desired, rejections := s.merge()
 	if s.holdEmpty(desired) || s.holdRemovals(desired) {
 		return
 	}
-	resync := !s.synced || s.unreachable != nil
-	if resync {
-		// A resynchronisation from scratch: report every rejection that
-		// still applies, not only new ones.
-		clear(s.rejected)
-	}
-	current := make(map[string]bool, len(rejections))
+	rejected := make(map[string]error, len(rejections))
 	for _, rej := range rejections {
-		id := rej.record() + "\x00" + rej.err.Error()
-		current[id] = true
-		if !s.rejected[id] {
-			s.log.Debug("rejected registry record", "record", rej.record(), "err", rej.err)
-			s.sink.Rejected(rej.record(), rej.err)
+		rejected[rej.record()] = rej.err
+	}
+	s.report.SetRejections(rejected)
+	for k, cur := range desired {
+		if old, ok := s.served[k]; !ok || old.parsedService != cur.parsedService {
+			s.report.Set(cur.svc)
 		}
 	}
-	s.rejected = current
-
-	keys := sortedKeys(desired)
-	if resync {
-		all := make([]model.Service, 0, len(keys))
-		for _, k := range keys {
-			all = append(all, desired[k].svc)
-		}
-		// Debug: the core logs "registry synced" once the listing is served.
-		s.log.Debug("directory listed", "services", len(all), "files", len(s.files))
-		s.sink.Replace(all)
-		s.reported = desired
-		s.synced = true
-		if s.unreachable != nil {
-			s.log.Debug("registry directory reachable again")
-			s.unreachable = nil
-			s.sink.Unreachable(nil)
-		}
-		return
-	}
-	for _, k := range keys {
-		cur := desired[k]
-		// The same entry (its file was not parsed again) is the same value.
-		if old, ok := s.reported[k]; ok && (old.parsedService == cur.parsedService || reflect.DeepEqual(old.svc, cur.svc)) {
-			continue
-		}
-		s.log.Debug("service updated", "service", k.String())
-		s.sink.Update(cur.svc)
-	}
-	for _, k := range sortedKeys(s.reported) {
+	for k := range s.served {
 		if _, ok := desired[k]; !ok {
-			s.log.Debug("service deleted", "service", k.String())
-			s.sink.Delete(k)
+			s.report.Remove(k)
 		}
 	}
-	s.reported = desired
+	s.served = desired
+	if !s.synced || s.unreachable != nil {
+		// Debug: the core logs "registry synced" once the listing is served.
+		s.log.Debug("directory listed", "services", len(desired), "files", len(s.files))
+	}
+	s.report.Flush()
+	s.synced = true
+	if s.unreachable != nil {
+		s.log.Debug("registry directory reachable again")
+		s.unreachable = nil
+	}
 	s.forgetRemoved()
 }
 
@@ -857,7 +832,7 @@ func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
 	if len(desired) > 0 || len(s.files) > 0 {
 		return false
 	}
-	before := len(s.reported)
+	before := len(s.served)
 	if !s.synced {
 		before = len(s.persisted)
 	}
@@ -867,7 +842,7 @@ func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
 	if !errors.Is(s.unreachable, errEmptyDir) {
 		err := fmt.Errorf("%w, after %d services (or files, before a restart) came from it: keeping them; a file with \"services: []\" removes every service on purpose", errEmptyDir, before)
 		s.log.Warn("registry directory is empty; serving the last state", "err", err)
-		s.sink.Unreachable(err)
+		s.report.Unreachable(err)
 		s.unreachable = err
 	}
 	return true
@@ -880,7 +855,7 @@ func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
 // maxHoldFactor delays.
 func (s *runState) holdRemovals(desired map[model.ServiceKey]served) bool {
 	now := time.Now()
-	if !s.synced || !loses(s.reported, desired) {
+	if !s.synced || !loses(s.served, desired) {
 		if !s.holdSince.IsZero() {
 			s.log.Info("held removals are gone: the files were only being written")
 		}
@@ -934,7 +909,7 @@ func (s *runState) merge() (map[model.ServiceKey]served, []rejection) {
 	}
 	sort.Strings(names)
 
-	desired := make(map[model.ServiceKey]served, len(s.reported))
+	desired := make(map[model.ServiceKey]served, len(s.served))
 	var rejections []rejection
 	for _, name := range names {
 		fs := s.files[name]

@@ -249,7 +249,7 @@ func TestInitialReplace(t *testing.T) {
 		t.Fatalf("first event = %q, want replace 3; events %v", events[0], events)
 	}
 	three := state[model.ServiceKey{Namespace: "default", Name: "three"}]
-	if three.Registry != "file" || len(three.Hosts) != 1 || three.Hosts[0] != "three.default.internal" {
+	if three.Registry != "" || len(three.Hosts) != 1 || three.Hosts[0] != "three.default.internal" {
 		t.Errorf("defaults not applied: %+v", three)
 	}
 	if one := state[key("one")]; len(one.Instances) != 1 || one.Instances[0].ID != "10.0.0.1" {

@@ -259,6 +259,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		mode = convert.ModeWorkloadEntry
 	}
 	pipe := pipeline.New(store, pipeline.Config{
+		Registry:   spec.Registry,
 		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold},
 		Quiet:      o.quiet,
 		MaxDelay:   o.maxDelay,

@@ -7,17 +7,30 @@
 //
 // The contract, which registrytest checks for any implementation:
 //   - Run reports the complete state with Replace once it has listed the
-//     registry, and again whenever it has to resynchronise from scratch.
+//     registry, and again whenever it has to resynchronise from scratch,
+//     which includes after every outage: what changed while the registry
+//     could not be reached is learnt by listing it again.
+//   - Run reports no Update or Delete before the first Replace.
 //   - Between Replace calls it reports each change with Update (the complete
-//     new state of one service) or Delete.
+//     new state of one service) or Delete, and only changes: a service
+//     listed again unchanged is not reported.
 //   - A malformed registry record is skipped and reported with Rejected; it
 //     never aborts Run and never causes a Replace without the services whose
 //     records were fine.
 //   - When the registry cannot be reached, Run reports it with Unreachable and
 //     keeps retrying; it does not report an empty Replace. The core keeps
 //     serving the last good state.
+//   - Values passed to the Sink are the Sink's: the adapter does not modify
+//     them afterwards.
 //   - Run returns when ctx is cancelled, after every goroutine it started has
-//     stopped.
+//     stopped, and makes no Sink call after it returned.
+//
+// The adapter need not name its registry in model.Service.Registry: the
+// daemon records its Spec.Registry on every service.
+//
+// Reconciler does the bookkeeping these rules need (what was reported, when a
+// Replace is due, which rejections were told): an adapter hands it what the
+// registry holds and calls Flush.
 package registry
 
 import (

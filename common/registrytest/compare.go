@@ -23,69 +23,12 @@ func Diff(want, got model.Service) string {
 	return diffCanonical(canonical(want), canonical(got))
 }
 
-// canonical returns s in the form in which services equal by meaning are
-// reflect.DeepEqual. It does not modify s.
+// canonical is model.Canonical without Registry, which the kit does not
+// compare (the daemon stamps it).
 func canonical(s model.Service) model.Service {
+	s = model.Canonical(s)
 	s.Registry = ""
-	s.Hosts = sortedSet(s.Hosts)
-	s.Addresses = sortedSet(s.Addresses)
-	s.ExportTo = sortedSet(s.ExportTo)
-	if len(s.Ports) == 0 {
-		s.Ports = nil
-	} else {
-		ports := model.SortedPorts(s.Ports)
-		for i, p := range ports {
-			p.Protocol = model.Protocol(strings.ToUpper(string(p.Protocol)))
-			if p.Protocol == "" {
-				p.Protocol = model.ProtocolTCP
-			}
-			if p.Name == "" {
-				p.Name = strings.ToLower(string(p.Protocol)) + "-" + strconv.FormatUint(uint64(p.Number), 10)
-			}
-			ports[i] = p
-		}
-		s.Ports = ports
-	}
-	s.Labels = nonEmptyMap(s.Labels)
-	s.Annotations = nonEmptyMap(s.Annotations)
-	if len(s.Instances) == 0 {
-		s.Instances = nil
-	} else {
-		insts := make([]model.Instance, len(s.Instances))
-		for i, inst := range s.Instances {
-			var ports map[uint32]uint32
-			for svcPort, instPort := range inst.Ports {
-				if svcPort != instPort {
-					if ports == nil {
-						ports = map[uint32]uint32{}
-					}
-					ports[svcPort] = instPort
-				}
-			}
-			inst.Ports = ports
-			inst.Labels = nonEmptyMap(inst.Labels)
-			insts[i] = inst
-		}
-		slices.SortStableFunc(insts, func(a, b model.Instance) int { return strings.Compare(a.ID, b.ID) })
-		s.Instances = insts
-	}
 	return s
-}
-
-func sortedSet(s []string) []string {
-	if len(s) == 0 {
-		return nil
-	}
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
-}
-
-func nonEmptyMap[K comparable, V any](m map[K]V) map[K]V {
-	if len(m) == 0 {
-		return nil
-	}
-	return m
 }
 
 // diffCanonical describes the differences of two canonical services.

@@ -317,7 +317,6 @@ func (r *Recorder) Check() error {
 		errs = append(errs, fmt.Errorf("call #%d %s: %s", i, e, fmt.Sprintf(format, args...)))
 	}
 	synced := false
-	registryName := ""
 	for i, e := range r.events {
 		if e.Late {
 			fail(i, e, "Sink called after Run returned: Run must stop every goroutine it started before returning")
@@ -344,13 +343,6 @@ func (r *Recorder) Check() error {
 			if svc.Namespace == "" || svc.Name == "" {
 				fail(i, e, "service %q has an empty Namespace or Name", k.String())
 			}
-			if svc.Registry == "" {
-				fail(i, e, "service %s has an empty Registry", k)
-			} else if registryName == "" {
-				registryName = svc.Registry
-			} else if svc.Registry != registryName {
-				fail(i, e, "service %s has Registry %q, earlier services %q", k, svc.Registry, registryName)
-			}
 			if seen[k] {
 				fail(i, e, "service %s is listed twice", k)
 			}
@@ -364,7 +356,8 @@ func (r *Recorder) Check() error {
 			}
 		}
 		if !reflect.DeepEqual(e.Services, r.copies[i]) {
-			fail(i, e, "the adapter modified the services after passing them to the Sink (they belong to the Sink from then on)")
+			fail(i, e, "the adapter modified the services after passing them to the Sink (they belong to the Sink from then on):\n%s",
+				indent(fieldDiffs("services", r.copies[i], e.Services)))
 		}
 	}
 	return errors.Join(errs...)
@@ -386,44 +379,7 @@ func cloneServices(services []model.Service) []model.Service {
 	}
 	out := make([]model.Service, len(services))
 	for i, s := range services {
-		out[i] = cloneService(s)
-	}
-	return out
-}
-
-func cloneService(s model.Service) model.Service {
-	s.Hosts = cloneSlice(s.Hosts)
-	s.Addresses = cloneSlice(s.Addresses)
-	s.Ports = cloneSlice(s.Ports)
-	s.Labels = cloneMap(s.Labels)
-	s.Annotations = cloneMap(s.Annotations)
-	s.ExportTo = cloneSlice(s.ExportTo)
-	if s.Instances != nil {
-		insts := make([]model.Instance, len(s.Instances))
-		for i, inst := range s.Instances {
-			inst.Ports = cloneMap(inst.Ports)
-			inst.Labels = cloneMap(inst.Labels)
-			insts[i] = inst
-		}
-		s.Instances = insts
-	}
-	return s
-}
-
-func cloneSlice[T any](s []T) []T {
-	if s == nil {
-		return nil
-	}
-	return append(make([]T, 0, len(s)), s...)
-}
-
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return nil
-	}
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
+		out[i] = s.Clone()
 	}
 	return out
 }

@@ -116,13 +116,6 @@ func TestRecorderCheck(t *testing.T) {
 		}, ""},
 		{"empty record", func(r *Recorder) { r.Rejected("", errors.New("bad")) }, "empty record"},
 		{"nil error", func(r *Recorder) { r.Rejected("x", nil) }, "nil error"},
-		{"no registry", func(r *Recorder) { s := svc("a"); s.Registry = ""; r.Replace([]model.Service{s}) }, "empty Registry"},
-		{"two registries", func(r *Recorder) {
-			s := svc("b")
-			s.Registry = "other"
-			r.Replace([]model.Service{svc("a")})
-			r.Update(s)
-		}, `Registry "other"`},
 		{"no name", func(r *Recorder) { r.Replace([]model.Service{svc("")}) }, "empty Namespace or Name"},
 		{"duplicate key", func(r *Recorder) { r.Replace([]model.Service{svc("a"), svc("a")}) }, "listed twice"},
 		{"duplicate instance", func(r *Recorder) { r.Replace([]model.Service{svc("a", "i", "i")}) }, `two instances with ID "i"`},
@@ -130,14 +123,19 @@ func TestRecorderCheck(t *testing.T) {
 			all := []model.Service{svc("a")}
 			r.Replace(all)
 			all[0].Name = "b"
-		}, "modified the services"},
+		}, `services[0].Name: was "a", now "b"`},
 		{"modified nested map", func(r *Recorder) {
 			s := svc("a", "i")
 			s.Instances[0].Labels = map[string]string{"v": "1"}
 			r.Replace(nil)
 			r.Update(s)
 			s.Instances[0].Labels["v"] = "2"
-		}, "modified the services"},
+		}, `services[0].Instances[0].Labels["v"]: was "1", now "2"`},
+		{"instance appended in place", func(r *Recorder) {
+			all := []model.Service{svc("a", "i")}
+			r.Replace(all)
+			all[0].Instances = append(all[0].Instances, model.Instance{ID: "j", Address: "10.0.0.2"})
+		}, "services[0].Instances: was"},
 		{"late", func(r *Recorder) { r.Replace(nil); r.Close(); r.Unreachable(nil) }, "after Run returned"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +177,7 @@ func TestDiff(t *testing.T) {
 		t.Errorf("equal by meaning, but Diff says:\n%s", d)
 	}
 
-	other := cloneService(same)
+	other := same.Clone()
 	other.Instances[0].Health = model.Draining
 	other.Instances = other.Instances[:1]
 	other.Instances = append(other.Instances, model.Instance{ID: "3", Address: "10.0.0.3"})
@@ -214,7 +212,7 @@ func TestFieldFilter(t *testing.T) {
 	s.Labels = map[string]string{"x": "y"}
 	s.Instances[1].Health = model.Unhealthy
 	s.Instances[1].Labels = map[string]string{"x": "y"}
-	before := cloneService(s)
+	before := s.Clone()
 	got := f.apply(s)
 	if got.Labels != nil || got.Instances[1].Health != model.Healthy || got.Instances[1].Labels != nil || got.Instances[1].Address != "10.0.0.1" {
 		t.Errorf("apply = %+v", got)

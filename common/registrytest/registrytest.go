@@ -24,7 +24,8 @@
 // fresh Registry and its own services, named "rt-<subtest>-a", "-b", "-c"
 // in the namespace of WithNamespace. The Driver may also implement
 // Corrupter and Breaker; the subtests that need them are skipped
-// otherwise.
+// otherwise. A registry reached over TCP gets a Breaker by pointing the
+// adapter at a Proxy (NewProxy) and embedding it in the Driver.
 //
 // What the subtests check:
 //
@@ -576,7 +577,7 @@ func (s *scenario) put(letter string) {
 	}
 	s.version[k]++
 	s.driverCall(fmt.Sprintf("Put(%s)", k), func(ctx context.Context) error { return s.k.driver.Put(ctx, svc) })
-	want := s.k.o.normalize(cloneService(svc))
+	want := s.k.o.normalize(svc.Clone())
 	if want.Key() != k {
 		s.t.Fatalf("WithNormalize turned %s into %s: it must keep Namespace and Name", k, want.Key())
 	}
@@ -719,7 +720,10 @@ type startOptions struct {
 	cancelled bool   // Run gets a context cancelled beforehand
 }
 
-func (s *scenario) start() *runner { return s.startWith(startOptions{}) }
+func (s *scenario) start() *runner {
+	s.t.Helper()
+	return s.startWith(startOptions{})
+}
 
 // lateCallWindow is how long after Run returned (and its goroutines were
 // gone) the kit still listens for Sink calls before checking them.

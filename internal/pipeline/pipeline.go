@@ -31,7 +31,11 @@ import (
 
 // Config tunes a Pipeline.
 type Config struct {
-	Convert convert.Options
+	// Registry is the name of the registry the adapter watches ("consul"),
+	// stamped on every service reported (model.Service.Registry) so that
+	// adapters need not say it: the daemon passes its Spec.Registry.
+	Registry string
+	Convert  convert.Options
 	// Quiet is how long reports must stop before a flush; 0 means 100ms.
 	Quiet time.Duration
 	// MaxDelay bounds how long a steady stream of reports can hold a flush
@@ -321,6 +325,9 @@ func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, chan
 		}
 		delete(p.served, key)
 		return changes
+	}
+	if p.cfg.Registry != "" {
+		svc.Registry = p.cfg.Registry // the value is the Sink's: the adapter passed it on
 	}
 	if old != nil && reflect.DeepEqual(old.model, svc) {
 		return changes

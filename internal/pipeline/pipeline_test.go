@@ -298,3 +298,27 @@ func TestUnreachableBeforeSyncSaysNothingIsServed(t *testing.T) {
 		t.Errorf("outage after the first listing does not say the last good state is served:\n%s", logs.String())
 	}
 }
+
+// TestRegistryIsStamped: the daemon's registry name is recorded on what is
+// served whatever the adapter put in model.Service.Registry, so adapters
+// need not say it (and cannot say it differently).
+func TestRegistryIsStamped(t *testing.T) {
+	p, store := run(t, Config{Registry: "acme"})
+	unnamed, misnamed := service("a", "10.0.0.1"), service("b", "10.0.0.2")
+	unnamed.Registry, misnamed.Registry = "", "other"
+	p.Replace([]model.Service{unnamed, misnamed})
+	snap := waitSeq(t, store, 0)
+	for _, name := range []string{"ns/a", "ns/b"} {
+		r := snap.Collection(snapshot.ServiceEntry).Get(name)
+		if r == nil {
+			t.Fatalf("%s not served", name)
+		}
+		var res mcp.Resource
+		if err := proto.Unmarshal(r.MCP(), &res); err != nil {
+			t.Fatal(err)
+		}
+		if got := res.GetMetadata().GetAnnotations()[convert.AnnotationRegistry]; got != "acme" {
+			t.Errorf("%s served with registry %q, want the daemon's \"acme\"", name, got)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package registry
+
+import (
+	"cmp"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/galleon-mesh/galleon/common/model"
+)
+
+// Reconciler does the bookkeeping the contract asks of every adapter, so an
+// adapter only says what the registry holds and the Sink hears exactly what
+// the rules require: Replace on the first report and on the first one after
+// an outage, then Update for a service added or changed and Delete for one
+// gone, each rejection once while it applies, and Unreachable(nil) only
+// after the relisting that ends an outage.
+//
+// The adapter edits the state it wants served (Set, Remove, SetAll) as the
+// registry tells it, and calls Flush whenever that state is consistent (a
+// listing complete, a watch's answer applied). Services compare by
+// model.Equal, so a service listed again unchanged, or in another order,
+// is not reported. Values passed to Set and SetAll go to the Sink as they
+// are: do not modify them afterwards (Clone first if the adapter keeps and
+// edits its own copy).
+//
+// A Reconciler belongs to the goroutine that runs the adapter's loop: it is
+// not safe for concurrent use.
+type Reconciler struct {
+	sink Sink
+	// desired is what the adapter says the registry holds; reported is
+	// what the Sink was last told.
+	desired  map[model.ServiceKey]model.Service
+	reported map[model.ServiceKey]model.Service
+	// dirty are the keys Set, Removed or listed since the last Flush: only
+	// they are compared, so a Flush costs what changed, not the registry.
+	dirty map[model.ServiceKey]struct{}
+	// synced is false until the first Replace, and again after an outage.
+	synced      bool
+	unreachable error
+	// rejections apply now (record -> message); told are those reported
+	// since the last Replace.
+	rejections map[string]error
+	told       map[string]string
+}
+
+// NewReconciler returns a Reconciler that reports to sink.
+func NewReconciler(sink Sink) *Reconciler {
+	return &Reconciler{
+		sink:       sink,
+		desired:    map[model.ServiceKey]model.Service{},
+		reported:   map[model.ServiceKey]model.Service{},
+		dirty:      map[model.ServiceKey]struct{}{},
+		rejections: map[string]error{},
+		told:       map[string]string{},
+	}
+}
+
+// Set records the complete current state of one service.
+func (r *Reconciler) Set(svc model.Service) {
+	k := svc.Key()
+	r.desired[k] = svc
+	r.dirty[k] = struct{}{}
+}
+
+// Remove records that a service is gone.
+func (r *Reconciler) Remove(key model.ServiceKey) {
+	delete(r.desired, key)
+	r.dirty[key] = struct{}{}
+}
+
+// SetAll records a complete listing: every service not in services is gone.
+func (r *Reconciler) SetAll(services []model.Service) {
+	for k := range r.desired {
+		r.dirty[k] = struct{}{}
+	}
+	clear(r.desired)
+	for _, svc := range services {
+		r.Set(svc)
+	}
+}
+
+// Get returns the state recorded for key, as Set or SetAll left it.
+func (r *Reconciler) Get(key model.ServiceKey) (model.Service, bool) {
+	svc, ok := r.desired[key]
+	return svc, ok
+}
+
+// Len returns how many services are recorded.
+func (r *Reconciler) Len() int { return len(r.desired) }
+
+// Reject records that a registry record is malformed and was skipped
+// (record names it, as for Sink.Rejected). It is reported at the next
+// Flush unless the same record was reported with the same message.
+func (r *Reconciler) Reject(record string, err error) { r.rejections[record] = err }
+
+// Accept records that a record rejected before is no longer malformed (or
+// no longer exists): if it is rejected again later, that is reported again.
+func (r *Reconciler) Accept(record string) { delete(r.rejections, record) }
+
+// SetRejections records the complete set of records malformed now: those
+// not in it are accepted.
+func (r *Reconciler) SetRejections(rejections map[string]error) {
+	clear(r.rejections)
+	maps.Copy(r.rejections, rejections)
+}
+
+// Unreachable reports at once that the registry cannot be reached. The
+// state recorded and served stays as it is; once the registry answers
+// again, the adapter relists it (SetAll, or Set for every service) and the
+// next Flush reports it with Replace, then Unreachable(nil). A repeated
+// outage with the same message is reported once.
+func (r *Reconciler) Unreachable(err error) {
+	if err == nil {
+		return
+	}
+	if r.unreachable == nil || r.unreachable.Error() != err.Error() {
+		r.sink.Unreachable(err)
+	}
+	r.unreachable = err
+	r.synced = false
+}
+
+// Flush reports what changed since the last Flush: first the rejections not
+// yet reported, then either a Replace of everything (the first Flush, and
+// the first after an outage, which also reports the outage over) or, in
+// key order, an Update per service added or changed and a Delete per
+// service gone.
+func (r *Reconciler) Flush() {
+	r.flushRejections()
+	if !r.synced {
+		all := slices.SortedFunc(maps.Values(r.desired), func(a, b model.Service) int { return compareKeys(a.Key(), b.Key()) })
+		r.sink.Replace(all)
+		r.reported = maps.Clone(r.desired)
+		clear(r.dirty)
+		r.synced = true
+		if r.unreachable != nil {
+			r.unreachable = nil
+			r.sink.Unreachable(nil)
+		}
+		return
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.dirty), compareKeys) {
+		old, had := r.reported[k]
+		svc, has := r.desired[k]
+		switch {
+		case has && (!had || !model.Equal(old, svc)):
+			r.sink.Update(svc)
+			r.reported[k] = svc
+		case !has && had:
+			r.sink.Delete(k)
+			delete(r.reported, k)
+		}
+	}
+	clear(r.dirty)
+}
+
+// flushRejections reports the rejections that apply and were not reported
+// with the same message; after an outage (a Replace to come) every one that
+// applies is reported again.
+func (r *Reconciler) flushRejections() {
+	if !r.synced {
+		clear(r.told)
+	}
+	for _, record := range slices.Sorted(maps.Keys(r.rejections)) {
+		err := r.rejections[record]
+		if err == nil {
+			err = errors.New("malformed")
+		}
+		if msg, ok := r.told[record]; ok && msg == err.Error() {
+			continue
+		}
+		r.sink.Rejected(record, err)
+		r.told[record] = err.Error()
+	}
+	for record := range r.told {
+		if _, ok := r.rejections[record]; !ok {
+			delete(r.told, record)
+		}
+	}
+}
+
+func compareKeys(a, b model.ServiceKey) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}

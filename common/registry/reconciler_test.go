@@ -1,0 +1,165 @@
+package registry_test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/common/registrytest"
+)
+
+func svc(name string, addrs ...string) model.Service {
+	s := model.Service{Registry: "test", Namespace: "ns", Name: name, Hosts: []string{name + ".test"}, Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}}}
+	for _, a := range addrs {
+		s.Instances = append(s.Instances, model.Instance{ID: a, Address: a})
+	}
+	return s
+}
+
+// calls returns the recorder's calls since the last look, as strings.
+func calls(rec *registrytest.Recorder, seen *int) []string {
+	evs := rec.Events()
+	var out []string
+	for _, e := range evs[*seen:] {
+		out = append(out, e.String())
+	}
+	*seen = len(evs)
+	return out
+}
+
+func expect(t *testing.T, step string, got []string, want ...string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Fatalf("%s: Sink calls\n  %s\nwant\n  %s", step, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+func TestReconcilerReportsOnlyChanges(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	r.Set(svc("b", "10.0.0.2"))
+	r.Set(svc("a", "10.0.0.1"))
+	expect(t, "before Flush", calls(rec, &seen))
+	r.Flush()
+	expect(t, "first Flush", calls(rec, &seen), "Replace(2 services: ns/a, ns/b)")
+
+	r.Flush()
+	r.Set(svc("a", "10.0.0.1"))
+	r.Flush()
+	expect(t, "nothing changed", calls(rec, &seen))
+
+	reordered := svc("a", "10.0.0.9", "10.0.0.1")
+	slices.Reverse(reordered.Instances)
+	r.SetAll([]model.Service{svc("b", "10.0.0.2"), reordered, svc("c")})
+	r.Flush()
+	expect(t, "a listing", calls(rec, &seen), "Update(ns/a)", "Update(ns/c)")
+
+	r.SetAll([]model.Service{svc("c"), svc("a", "10.0.0.1", "10.0.0.9")}) // same a, in another order
+	r.Flush()
+	expect(t, "b gone", calls(rec, &seen), "Delete(ns/b)")
+
+	r.Remove(model.ServiceKey{Namespace: "ns", Name: "c"})
+	r.Remove(model.ServiceKey{Namespace: "ns", Name: "never"})
+	r.Flush()
+	expect(t, "c removed", calls(rec, &seen), "Delete(ns/c)")
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := rec.State()[model.ServiceKey{Namespace: "ns", Name: "a"}]; !ok || !model.Equal(got, svc("a", "10.0.0.1", "10.0.0.9")) {
+		t.Fatalf("the Sink holds %+v for ns/a", got)
+	}
+}
+
+func TestReconcilerRelistsAfterAnOutage(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	down := errors.New("connection refused")
+	r.Unreachable(down)
+	r.Unreachable(errors.New("connection refused"))
+	expect(t, "down before the first listing", calls(rec, &seen), "Unreachable(connection refused)")
+	r.Set(svc("a"))
+	r.Flush()
+	expect(t, "first listing", calls(rec, &seen), "Replace(1 services: ns/a)", "Unreachable(<nil>)")
+
+	r.Unreachable(down)
+	r.Unreachable(errors.New("timeout"))
+	r.Unreachable(nil) // reachable again is said by the relisting, not by this
+	expect(t, "outage", calls(rec, &seen), "Unreachable(connection refused)", "Unreachable(timeout)")
+	r.Set(svc("a", "10.0.0.1"))
+	r.Flush()
+	expect(t, "relisted", calls(rec, &seen), "Replace(1 services: ns/a)", "Unreachable(<nil>)")
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReconcilerReportsEachRejectionOnce(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	bad := errors.New("port is not a number")
+	r.Reject("a.yaml:3", bad)
+	r.Flush()
+	r.Reject("a.yaml:3", errors.New("port is not a number"))
+	r.Flush()
+	expect(t, "first", calls(rec, &seen), `Rejected("a.yaml:3", port is not a number)`, "Replace(0 services: )")
+
+	r.Reject("a.yaml:3", errors.New("host is empty"))
+	r.Flush()
+	expect(t, "another message", calls(rec, &seen), `Rejected("a.yaml:3", host is empty)`)
+
+	r.Accept("a.yaml:3")
+	r.Flush()
+	r.SetRejections(map[string]error{"a.yaml:3": bad, "b.yaml:1": bad})
+	r.Flush()
+	expect(t, "accepted, then rejected again", calls(rec, &seen),
+		`Rejected("a.yaml:3", port is not a number)`, `Rejected("b.yaml:1", port is not a number)`)
+
+	r.Unreachable(errors.New("gone"))
+	r.Flush()
+	expect(t, "after an outage every rejection that applies is reported again", calls(rec, &seen), "Unreachable(gone)",
+		`Rejected("a.yaml:3", port is not a number)`, `Rejected("b.yaml:1", port is not a number)`,
+		"Replace(0 services: )", "Unreachable(<nil>)")
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// discard is a Sink that keeps nothing, for benchmarks.
+type discard struct{}
+
+func (discard) Replace([]model.Service) {}
+func (discard) Update(model.Service)    {}
+func (discard) Delete(model.ServiceKey) {}
+func (discard) Rejected(string, error)  {}
+func (discard) Unreachable(error)       {}
+
+// BenchmarkFlushOneChange is what one changed service costs an adapter's
+// reconciler holding 10,000 services of 10 instances.
+func BenchmarkFlushOneChange(b *testing.B) {
+	r := registry.NewReconciler(discard{})
+	var all []model.Service
+	for i := range 10000 {
+		s := svc(fmt.Sprintf("s%05d", i))
+		for j := range 10 {
+			s.Instances = append(s.Instances, model.Instance{ID: strconv.Itoa(j), Address: fmt.Sprintf("10.%d.%d.%d", i/256, i%256, j)})
+		}
+		all = append(all, s)
+	}
+	r.SetAll(all)
+	r.Flush()
+	b.ResetTimer()
+	for i := range b.N {
+		s := all[i%len(all)].Clone()
+		s.Instances[0].Weight = uint32(i%7 + 1)
+		r.Set(s)
+		r.Flush()
+	}
+}

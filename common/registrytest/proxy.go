@@ -1,0 +1,134 @@
+package registrytest
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy between an adapter and a network registry that can
+// cut the connection: a Breaker for any registry reached over TCP (Consul,
+// ZooKeeper, Eureka). Point the adapter at Addr instead of the registry;
+// a Driver gets Break and Restore by embedding a *Proxy.
+//
+// Break closes every proxied connection and, until Restore, closes each new
+// one as soon as it is accepted: to the adapter the registry is there and
+// drops it, the way a registry that crashed behind a load balancer looks.
+// The listener stays open, so Restore never races another process for the
+// port.
+type Proxy struct {
+	target string
+	lis    net.Listener
+
+	mu     sync.Mutex
+	broken bool
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+}
+
+// NewProxy starts a proxy on 127.0.0.1 to target ("host:port"). It stops
+// when the test ends, after every goroutine it started has returned.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy to %s: %v", target, err)
+	}
+	p := &Proxy{target: target, lis: lis, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept() // ends when the listener is closed, below
+	t.Cleanup(func() {
+		lis.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// Addr is the address the adapter should dial.
+func (p *Proxy) Addr() string { return p.lis.Addr().String() }
+
+// Break cuts every connection and refuses new ones until Restore.
+func (p *Proxy) Break(context.Context) error {
+	p.mu.Lock()
+	p.broken = true
+	p.mu.Unlock()
+	p.cut()
+	return nil
+}
+
+// Restore proxies new connections again.
+func (p *Proxy) Restore(context.Context) error {
+	p.mu.Lock()
+	p.broken = false
+	p.mu.Unlock()
+	return nil
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.lis.Accept()
+		if err != nil {
+			return // closed by the test's cleanup
+		}
+		p.mu.Lock()
+		if p.broken {
+			p.mu.Unlock()
+			c.Close()
+			continue
+		}
+		p.conns[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.serve(c) // ends when either side closes or cut closes c
+	}
+}
+
+func (p *Proxy) serve(client net.Conn) {
+	defer p.wg.Done()
+	defer p.forget(client)
+	upstream, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer upstream.Close()
+	p.mu.Lock()
+	if p.broken {
+		p.mu.Unlock()
+		return
+	}
+	p.conns[upstream] = struct{}{}
+	p.mu.Unlock()
+	defer p.forget(upstream)
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go pipe(upstream, client) // ends with the connection, as the other one
+	go pipe(client, upstream)
+	<-done
+	// One direction ended: end both, so the other copy returns too.
+	client.Close()
+	upstream.Close()
+	<-done
+}
+
+func (p *Proxy) forget(c net.Conn) {
+	c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// cut closes every connection being proxied.
+func (p *Proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}

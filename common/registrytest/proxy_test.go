@@ -1,0 +1,82 @@
+package registrytest
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// echoServer answers every line with the same line.
+func echoServer(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if _, err := c.Write(append(sc.Bytes(), '\n')); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// roundTrip sends a line on c and returns the answer or the error.
+func roundTrip(c net.Conn, line string) (string, error) {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(line + "\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+func TestProxyBreaksAndRestores(t *testing.T) {
+	p := NewProxy(t, echoServer(t))
+	ctx := context.Background()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "one"); err != nil || got != "one\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	if err := p.Break(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := roundTrip(c, "two"); err == nil {
+		t.Fatalf("a connection open at Break still answers: %q", got)
+	}
+	if c2, err := net.Dial("tcp", p.Addr()); err == nil {
+		got, err := roundTrip(c2, "three")
+		c2.Close()
+		if err == nil {
+			t.Fatalf("a connection made while broken answers: %q", got)
+		}
+	}
+	if err := p.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
+		t.Fatalf("after Restore: %q, %v", got, err)
+	}
+}
