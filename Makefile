@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet e2e istiod consul proto deps fuzz fuzz-short
+.PHONY: help build test unit vet lint e2e istiod consul proto deps fuzz fuzz-short
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -17,14 +17,19 @@ vet: deps ## go vet (both modules), gofmt check and generated-code check (script
 	$(GO) vet ./...
 	cd test && $(GO) vet ./...
 	cd test/legacymcp && $(GO) vet ./...
+	cd docs/example-adapter && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	scripts/proto.sh check
 
 proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins itself, cached outside the repo)
 	scripts/proto.sh generate
 
-unit: deps consul ## unit and protocol tests of the main module, race detector on (the Consul adapter's tests use a real consul)
+lint: deps ## staticcheck on every module, pinned in scripts/tools/lint (built once from the Go module proxy and cached)
+	scripts/lint.sh
+
+unit: deps consul ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul adapter's tests use a real consul)
 	$(GO) test -race -count=1 ./...
+	cd docs/example-adapter && $(GO) test -race -count=1 ./...
 
 istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once; ~5 min cold)
 	scripts/istiod.sh build >/dev/null
@@ -42,7 +47,7 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input 
 fuzz-short: deps ## a short pass of every fuzz target (3 s each), part of make test
 	FUZZTIME=3s GO=$(GO) scripts/fuzz.sh
 
-test: vet unit fuzz-short e2e ## every test: unit, protocol, fuzz (short), conformance and end-to-end
+test: vet lint unit fuzz-short e2e ## every test: static analysis, unit, protocol, fuzz (short), conformance and end-to-end
 
 .PHONY: fresh-machine
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Downloads what every Go module of the repository needs to build and test (the main module,
-# test/, test/legacymcp/), before anything else of `make test` runs, under the stall watchdog of
+# test/, test/legacymcp/, docs/example-adapter/), before anything else of `make test` runs, under the stall watchdog of
 # scripts/gofetch.sh: a request the module proxy never answers is retried instead of hanging
 # `go vet` or `go test` until CI's time runs out.
 #
@@ -18,7 +18,7 @@ source "$SCRIPT_DIR/cache-dir.sh"
 source "$SCRIPT_DIR/gofetch.sh"
 
 export GOWORK=off
-for mod in . test test/legacymcp; do
+for mod in . test test/legacymcp docs/example-adapter; do
 	log=$(galleon_go_log "deps-${mod//\//-}")
 	start=$SECONDS
 	if ! GOFLAGS="${GOFLAGS:-} -mod=readonly" galleon_go_retry "$log" "$REPO_DIR/$mod" list -deps -test ./... >/dev/null; then

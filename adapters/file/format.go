@@ -7,7 +7,6 @@ import (
 	"io"
 	"reflect"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -702,19 +701,4 @@ func nonEmpty(s []string) []string {
 		return nil
 	}
 	return s
-}
-
-// sortedKeys returns the keys of m in namespace/name order.
-func sortedKeys[V any](m map[model.ServiceKey]V) []model.ServiceKey {
-	keys := make([]model.ServiceKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Namespace != keys[j].Namespace {
-			return keys[i].Namespace < keys[j].Namespace
-		}
-		return keys[i].Name < keys[j].Name
-	})
-	return keys
 }

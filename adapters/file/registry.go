@@ -840,8 +840,16 @@ func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
 		return false
 	}
 	if !errors.Is(s.unreachable, errEmptyDir) {
-		err := fmt.Errorf("%w, after %d services (or files, before a restart) came from it: keeping them; a file with \"services: []\" removes every service on purpose", errEmptyDir, before)
-		s.log.Warn("registry directory is empty; serving the last state", "err", err)
+		var err error
+		if s.synced {
+			err = fmt.Errorf("%w, after %d services came from it: they stay served; a file with \"services: []\" removes every service on purpose", errEmptyDir, before)
+			s.log.Warn("registry directory is empty; serving the last state", "err", err)
+		} else {
+			// After a restart nothing is served yet: say so, rather than
+			// promise a last state this process never served.
+			err = fmt.Errorf("%w, though %d files came from it before the restart (--state-dir): nothing is served until a registry file appears; a file with \"services: []\" serves none on purpose", errEmptyDir, before)
+			s.log.Warn("registry directory is empty after a restart; serving nothing until a file appears", "err", err)
+		}
 		s.report.Unreachable(err)
 		s.unreachable = err
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 )
 
 // recordingSink records every report and keeps the state a core would
@@ -624,13 +625,8 @@ func TestRunStopsOnCancel(t *testing.T) {
 func TestLogsNameTheRegistryOnce(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "a.yaml", services(svc("one")))
-	var buf strings.Builder
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return buf.Write(p)
-	}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("registry", "file")
+	var buf syncbuf.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("registry", "file")
 	reg, err := New(Config{Dir: dir, Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -642,8 +638,6 @@ func TestLogsNameTheRegistryOnce(t *testing.T) {
 	waitFor(t, "the initial Replace", sink, hasEvent("replace 1"))
 	cancel()
 	<-done
-	mu.Lock()
-	defer mu.Unlock()
 	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if n := strings.Count(line, "registry="); n != 1 {
 			t.Errorf("%d registry attributes in %q", n, line)
@@ -655,10 +649,6 @@ func TestLogsNameTheRegistryOnce(t *testing.T) {
 		t.Errorf("want the listing at debug level and no second \"registry synced\":\n%s", buf.String())
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // A named pipe called p.yaml once blocked the watcher forever (new files
 // ignored, /readyz still ready, SIGTERM hanging); a link to /dev/zero took

@@ -18,6 +18,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,6 +197,37 @@ func Main(spec Spec) int {
 	return Run(context.Background(), spec, os.Args[1:], os.Stderr)
 }
 
+// DaemonFlags returns the names of the flags the daemon defines for every
+// binary, sorted: an adapter's Spec.Flags must not define them.
+func DaemonFlags() []string {
+	fs := pflag.NewFlagSet("daemon", pflag.ContinueOnError)
+	var o options
+	o.register(fs)
+	var names []string
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	slices.Sort(names)
+	return names
+}
+
+// adapterFlags lets spec define its flags on a set of their own and adds
+// them to fs, refusing a name the daemon uses (pflag would panic).
+func adapterFlags(spec Spec, fs *pflag.FlagSet) (NewRegistry, error) {
+	own := pflag.NewFlagSet(spec.Name, pflag.ContinueOnError)
+	newRegistry := spec.Flags(own)
+	var clash []string
+	own.VisitAll(func(f *pflag.Flag) {
+		if fs.Lookup(f.Name) != nil {
+			clash = append(clash, "--"+f.Name)
+		}
+	})
+	if len(clash) > 0 {
+		return nil, fmt.Errorf("the adapter defines %s, which every Galleon binary defines already: rename it (daemon.DaemonFlags lists them)",
+			strings.Join(clash, ", "))
+	}
+	fs.AddFlagSet(own)
+	return newRegistry, nil
+}
+
 // Run is Main with explicit arguments and output, for tests.
 func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 	fs := pflag.NewFlagSet(spec.Name, pflag.ContinueOnError)
@@ -206,7 +238,11 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 	}
 	var o options
 	o.register(fs)
-	newRegistry := spec.Flags(fs)
+	newRegistry, err := adapterFlags(spec, fs)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0

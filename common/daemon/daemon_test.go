@@ -11,8 +11,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +28,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/mcp"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
@@ -141,18 +142,6 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 func TestRunServesAndStopsCleanly(t *testing.T) {
 	reg := staticRegistry{services: []model.Service{{
 		Namespace: "ns", Name: "a", Hosts: []string{"a.ns.test"},
@@ -164,7 +153,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--subsets", subsets, "--shutdown-grace", "1m"}, &logs)
@@ -291,7 +280,7 @@ func TestRunCallsOutToASink(t *testing.T) {
 	}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	exit := make(chan int, 1)
 	go func() {
 		exit <- Run(ctx, testSpec(reg), []string{"--listen", freeAddr(t), "--http", freeAddr(t), "--debounce-quiet", "1ms",
@@ -333,5 +322,31 @@ func TestProfilesNeverServeTheCommandLine(t *testing.T) {
 	}
 	if code, body := get("/debug/pprof/cmdline"); code == http.StatusOK || strings.Contains(body, os.Args[0]) {
 		t.Errorf("/debug/pprof/cmdline answers %d with the command line", code)
+	}
+}
+
+// TestAdapterFlagClashIsASettingsError: an adapter that defines a flag the
+// daemon has (pflag panics on a redefined flag) gets a message saying which
+// and what to do, and exit code 2.
+func TestAdapterFlagClashIsASettingsError(t *testing.T) {
+	spec := Spec{Name: "galleon-test", Registry: "test", Summary: "test",
+		Flags: func(fs *pflag.FlagSet) NewRegistry {
+			fs.String("listen", "", "clashes")
+			fs.String("subsets", "", "clashes too")
+			fs.String("acme-address", "", "fine")
+			return func(Env) (registry.Registry, error) { return nil, errors.New("not reached") }
+		}}
+	var stderr syncbuf.Buffer
+	if code := Run(context.Background(), spec, nil, &stderr); code != 2 {
+		t.Fatalf("exit code %d, want 2; stderr:\n%s", code, stderr.String())
+	}
+	if got := stderr.String(); !strings.Contains(got, "--listen, --subsets") || !strings.Contains(got, "rename it") {
+		t.Fatalf("stderr does not name the clashing flags and the fix:\n%s", got)
+	}
+	names := DaemonFlags()
+	for _, want := range []string{"listen", "http", "config", "subsets", "mcp-callout", "send-timeout"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("DaemonFlags() = %v lacks %q", names, want)
+		}
 	}
 }

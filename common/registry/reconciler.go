@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/galleon-mesh/galleon/common/model"
 )
@@ -38,6 +39,8 @@ type Reconciler struct {
 	// synced is false until the first Replace, and again after an outage.
 	synced      bool
 	unreachable error
+	// unreachableAt is when the outage was last reported.
+	unreachableAt time.Time
 	// rejections apply now (record -> message); told are those reported
 	// since the last Replace.
 	rejections map[string]error
@@ -105,21 +108,31 @@ func (r *Reconciler) SetRejections(rejections map[string]error) {
 	maps.Copy(r.rejections, rejections)
 }
 
-// Unreachable reports at once that the registry cannot be reached. The
-// state recorded and served stays as it is; once the registry answers
-// again, the adapter relists it (SetAll, or Set for every service) and the
-// next Flush reports it with Replace, then Unreachable(nil). A repeated
-// outage with the same message is reported once.
+// Unreachable reports at once that the registry cannot be reached. While
+// the outage lasts, another error is reported only if its message differs
+// and unreachableRepeat has passed since the last report: transport errors
+// often name an ephemeral port, so every retry's message differs, yet what
+// an operator reads in /debug/status should not be an hour old. The state
+// recorded and served stays as it is. Once the registry answers again, the
+// adapter relists it completely (SetAll, or Set and Remove for every
+// service) before the next Flush, which reports it with Replace, then
+// Unreachable(nil): a Flush right after an outage without a relisting
+// would report the stale state as the registry's.
 func (r *Reconciler) Unreachable(err error) {
 	if err == nil {
 		return
 	}
-	if r.unreachable == nil || r.unreachable.Error() != err.Error() {
+	now := time.Now()
+	if r.unreachable == nil || (r.unreachable.Error() != err.Error() && now.Sub(r.unreachableAt) >= unreachableRepeat) {
 		r.sink.Unreachable(err)
+		r.unreachableAt = now
 	}
 	r.unreachable = err
 	r.synced = false
 }
+
+// unreachableRepeat is the least time between two reports of one outage.
+const unreachableRepeat = 30 * time.Second
 
 // Flush reports what changed since the last Flush: first the rejections not
 // yet reported, then either a Replace of everything (the first Flush, and

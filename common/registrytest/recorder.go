@@ -300,9 +300,8 @@ func (r *Recorder) Dump() string {
 
 // Check returns the contract violations the calls reveal, nil if none:
 //   - a state report (Update, Delete) before the first Replace;
-//   - a service without Namespace, Name or Registry, a Registry that
-//     changes between calls, a key twice in one Replace, an instance ID
-//     twice in one service;
+//   - a service without Namespace or Name, a key twice in one Replace, an
+//     instance ID twice in one service;
 //   - Rejected with an empty record or a nil error;
 //   - a value modified after it was passed to the Sink (the Sink owns it);
 //   - a call after Close (after Run returned).

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Limits on what one client of a config stream can make the server keep or
@@ -32,6 +35,35 @@ const (
 	serverLogBurst = 50
 	serverLogEvery = 5 * time.Second
 )
+
+// AdmitNames checks what one request adds to the resource names a stream
+// holds (xDS Delta subscriptions and resume versions, legacy MCP resume
+// versions): every name and version at most MaxNameLen bytes, and held,
+// plus the names not yet in subscribed, plus the resume entries, at most
+// MaxNamesPerStream. A name subscribed again costs nothing more. On refusal
+// it returns the metric reason ("name_too_long", "too_many_names") and the
+// status to end the stream with.
+func AdmitNames(held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) (reason string, err error) {
+	added := 0
+	for _, name := range subscribe {
+		if len(name) > MaxNameLen {
+			return "name_too_long", status.Errorf(codes.InvalidArgument, "resource name %.64q... is %d bytes, over the limit of %d", name, len(name), MaxNameLen)
+		}
+		if _, already := subscribed[name]; !already {
+			added++
+		}
+	}
+	for name, version := range resume {
+		if len(name) > MaxNameLen || len(version) > MaxNameLen {
+			return "name_too_long", status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, MaxNameLen)
+		}
+	}
+	if n := held + added + len(resume); n > MaxNamesPerStream {
+		return "too_many_names", status.Errorf(codes.ResourceExhausted,
+			"stream would hold %d resource names (subscriptions and resume versions), over the limit of %d: subscribe with a wildcard instead", n, MaxNamesPerStream)
+	}
+	return "", nil
+}
 
 // ClientText returns s cut to at most max bytes at a rune boundary, saying
 // how much was cut, for quoting client-chosen text in a log line.

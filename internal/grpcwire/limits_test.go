@@ -80,3 +80,27 @@ func TestLogLimiterBoundsStreamsTogether(t *testing.T) {
 		t.Fatalf("after one interval: ok=%v suppressed=%d, want true and %d", ok, suppressed, want)
 	}
 }
+
+func TestAdmitNames(t *testing.T) {
+	long := strings.Repeat("n", MaxNameLen+1)
+	held := map[string]struct{}{"a": {}, "b": {}}
+	for _, tc := range []struct {
+		name      string
+		held      int
+		subscribe []string
+		resume    map[string]string
+		want      string
+	}{
+		{"within", 2, []string{"a", "c"}, map[string]string{"d": "v1"}, ""},
+		{"re-subscribed names count once", MaxNamesPerStream - 1, []string{"a", "b", "c"}, nil, ""},
+		{"one over", MaxNamesPerStream - 1, []string{"c", "d"}, nil, "too_many_names"},
+		{"resume counts", MaxNamesPerStream, nil, map[string]string{"x": "1"}, "too_many_names"},
+		{"long name", 0, []string{long}, nil, "name_too_long"},
+		{"long version", 0, nil, map[string]string{"x": long}, "name_too_long"},
+	} {
+		reason, err := AdmitNames(tc.held, held, tc.subscribe, tc.resume)
+		if reason != tc.want || (err == nil) != (tc.want == "") {
+			t.Errorf("%s: reason %q, err %v; want reason %q", tc.name, reason, err, tc.want)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
 
@@ -176,7 +177,7 @@ func waitLabelled(value string, timeout time.Duration) string {
 	}
 }
 
-func newCalloutServer(t *testing.T, store *snapshot.Store, logs *syncWriter) *Server {
+func newCalloutServer(t *testing.T, store *snapshot.Store, logs *syncbuf.Buffer) *Server {
 	opts := Options{Registerer: prometheus.NewRegistry()}
 	if logs != nil {
 		opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -259,7 +260,7 @@ func TestCalloutReconnectsWhenTheSinkRestarts(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
 	ss := startSinkServer(t, "127.0.0.1:0", nil)
-	var logs syncWriter
+	var logs syncbuf.Buffer
 	srv := newCalloutServer(t, store, &logs)
 	callout(t, srv, CalloutConfig{Address: ss.addr})
 
@@ -407,7 +408,7 @@ func TestCalloutTLS(t *testing.T) {
 			store := snapshot.NewStore()
 			put(t, store, true, "ns/a", "a1")
 			ss := startSinkServer(t, "127.0.0.1:0", credentials.NewTLS(c.server))
-			var logs syncWriter
+			var logs syncbuf.Buffer
 			srv := newCalloutServer(t, store, &logs)
 			stop, _ := callout(t, srv, CalloutConfig{Address: ss.addr, TLS: c.client})
 			if c.ok {

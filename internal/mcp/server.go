@@ -209,22 +209,14 @@ func (s *Server) admit(collection string, watched bool, watching int) error {
 // maxLoggedSink bounds a sink node id quoted in a log line.
 const maxLoggedSink = 256
 
-// admitResume checks the initial_resource_versions of a new subscription:
-// names and versions of bounded length, and no more than
-// grpcwire.MaxNamesPerStream on the stream in all (held counts those given
-// before). The error closes the stream.
+// admitResume applies grpcwire.AdmitNames to a request's resume versions,
+// counting a refusal.
 func (s *Server) admitResume(held int, resume map[string]string) error {
-	for name, version := range resume {
-		if len(name) > grpcwire.MaxNameLen || len(version) > grpcwire.MaxNameLen {
-			s.metrics.badRequests.WithLabelValues("name_too_long").Inc()
-			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
-		}
+	reason, err := grpcwire.AdmitNames(held, nil, nil, resume)
+	if err != nil {
+		s.metrics.badRequests.WithLabelValues(reason).Inc()
 	}
-	if n := held + len(resume); n > grpcwire.MaxNamesPerStream {
-		s.metrics.badRequests.WithLabelValues("too_many_names").Inc()
-		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resume versions, over the limit of %d", n, grpcwire.MaxNamesPerStream)
-	}
-	return nil
+	return err
 }
 
 // EstablishResourceStream serves one sink's stream. One goroutine (this

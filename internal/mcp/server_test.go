@@ -8,7 +8,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/grpcwire"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/xds"
 	mcpv1alpha1 "github.com/galleon-mesh/galleon/proto/mcp/v1alpha1"
 )
@@ -294,7 +294,7 @@ func TestOneOutstandingResponseAndStaleNonce(t *testing.T) {
 func TestNackedStateIsNotResent(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "a1")
-	var logs syncWriter
+	var logs syncbuf.Buffer
 	srv, client := startServer(t, snapshot.Everyone(store), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := openSink(t, client, "sink-7")
 	s.subscribe(ServiceEntries, false)
@@ -467,7 +467,7 @@ func TestStreamsShareFullStateEncoding(t *testing.T) {
 func TestOversizeResponsesCounted(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", strings.Repeat("x", 100))
-	var logs syncWriter
+	var logs syncbuf.Buffer
 	srv, client := startServer(t, snapshot.Everyone(store), Options{MaxResponseBytes: 64,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for i := range 2 {
@@ -508,23 +508,6 @@ func TestMalformedCollectionClosesTheStream(t *testing.T) {
 	ok.recv()
 }
 
-type syncWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
 func counter(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -539,7 +522,7 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 func TestNackLogIsCutAndBounded(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "v0")
-	var logs syncWriter
+	var logs syncbuf.Buffer
 	srv, client := startServer(t, snapshot.Everyone(store), Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	s := openSink(t, client, strings.Repeat("s", 10_000))
 	s.subscribe(ServiceEntries, false)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 )
 
 func service(name string, ips ...string) model.Service {
@@ -235,28 +235,10 @@ func TestUnreachableIsReported(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for the pipeline's goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // a_b.example.com is served as a-b.example.com ('_' is not allowed in a DNS
 // name): that used to happen without a word.
 func TestRewrittenHostsAreLoggedOnce(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	svc := service("a", "10.0.0.1")
 	svc.Hosts = []string{"a_b.example.com", "Upper.Example.com"}
@@ -279,7 +261,7 @@ func TestRewrittenHostsAreLoggedOnce(t *testing.T) {
 // Before the first listing nothing is served, so an outage then must not
 // claim the last good state is (galleon-file once said so at start).
 func TestUnreachableBeforeSyncSaysNothingIsServed(t *testing.T) {
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	p, store := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.Unreachable(fmt.Errorf("connection refused"))
 	if l := logs.String(); !strings.Contains(l, "nothing is served until it has been listed once") || strings.Contains(l, "serving the last good state") {

@@ -1,12 +1,10 @@
 package xds
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/grpcwire"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 )
 
 // labelValues returns every value of label in the metric family name.
@@ -142,29 +141,11 @@ func TestDeltaNamesAreBounded(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // 50 NACKs of 1 MB each once wrote 49 MB of log in half a second.
 func TestNackLogIsCutAndBounded(t *testing.T) {
 	store := snapshot.NewStore()
 	put(t, store, true, "ns/a", "v0")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	reg := prometheus.NewRegistry()
 	client := startServerWith(t, snapshot.Everyone(store), Options{Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	c := openSotW(t, client)

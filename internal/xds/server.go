@@ -150,33 +150,13 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 	return nil
 }
 
-// admitNames checks the resource names a Delta request adds to its stream:
-// each of bounded length, and no more than grpcwire.MaxNamesPerStream on the
-// stream in all (held counts those it holds already; subscribed are the
-// request's type's current subscriptions, which count once). The error closes the
-// stream with a status that says why.
+// admitNames applies grpcwire.AdmitNames, counting a refusal.
 func (s *Server) admitNames(protocol string, held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) error {
-	added := 0
-	for _, name := range subscribe {
-		if len(name) > grpcwire.MaxNameLen {
-			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
-			return status.Errorf(codes.InvalidArgument, "resource name %.64q... is %d bytes, over the limit of %d", name, len(name), grpcwire.MaxNameLen)
-		}
-		if _, already := subscribed[name]; !already {
-			added++ // a name subscribed again costs nothing more
-		}
+	reason, err := grpcwire.AdmitNames(held, subscribed, subscribe, resume)
+	if err != nil {
+		s.metrics.badRequests.WithLabelValues(protocol, reason).Inc()
 	}
-	for name, version := range resume {
-		if len(name) > grpcwire.MaxNameLen || len(version) > grpcwire.MaxNameLen {
-			s.metrics.badRequests.WithLabelValues(protocol, "name_too_long").Inc()
-			return status.Errorf(codes.InvalidArgument, "initial_resource_versions entry %.64q is over the limit of %d bytes", name, grpcwire.MaxNameLen)
-		}
-	}
-	if n := held + added + len(resume); n > grpcwire.MaxNamesPerStream {
-		s.metrics.badRequests.WithLabelValues(protocol, "too_many_names").Inc()
-		return status.Errorf(codes.ResourceExhausted, "stream would hold %d resource names, over the limit of %d: subscribe with a wildcard instead", n, grpcwire.MaxNamesPerStream)
-	}
-	return nil
+	return err
 }
 
 // logRejected logs a client's NACK within its stream's log budget, quoting

@@ -1353,7 +1353,7 @@ func TestHelmChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := decodeAll(t, "helm template (values-bookinfo.yaml)", []byte(out))
-	pod, cm, svc := checkWorkload(t, objs)
+	_, cm, svc := checkWorkload(t, objs)
 	if cm == nil {
 		t.Fatal("no registry ConfigMap rendered")
 	}

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
 )
 
@@ -21,27 +20,9 @@ const (
 	weV1 = "networking.istio.io/v1/WorkloadEntry"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // run runs galleonctl with args and returns its exit status and output.
 func run(ctx context.Context, args ...string) (int, string, string) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	code := Run(ctx, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
@@ -395,7 +376,7 @@ func watchUntilAcked(t *testing.T, srv *xdsclienttest.Server, args ...string) (s
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, args, &stdout, &stderr) }()
 	select {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/mcp"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/xds"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
@@ -160,7 +161,7 @@ func TestGetLegacyUnimplemented(t *testing.T) {
 }
 
 // waitFor polls out until it matches re, or fails at the deadline.
-func waitFor(t *testing.T, out *syncBuffer, re *regexp.Regexp) string {
+func waitFor(t *testing.T, out *syncbuf.Buffer, re *regexp.Regexp) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -188,7 +189,7 @@ func TestWatchLegacy(t *testing.T) {
 			if incremental {
 				args = append(args, "--incremental")
 			}
-			var stdout, stderr syncBuffer
+			var stdout, stderr syncbuf.Buffer
 			done := make(chan int, 1)
 			go func() { done <- Run(ctx, args, &stdout, &stderr) }()
 

@@ -1,0 +1,35 @@
+// Command galleon-httpcatalog serves the services of an HTTP service
+// catalog (see package catalog) to istiod over MCP.
+//
+// Everything but the two catalog flags (addresses, logging, debouncing,
+// subsets, shutdown) comes from daemon.Main; run with --help for the list.
+// Every flag can also be set as GALLEON_<FLAG> (GALLEON_CATALOG_URL) or in
+// the --config file.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"example.com/galleon-httpcatalog/catalog"
+	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+func main() {
+	os.Exit(daemon.Main(daemon.Spec{
+		Name:     "galleon-httpcatalog",
+		Registry: "httpcatalog",
+		Summary:  "serves the services of an HTTP service catalog (GET <url>/v1/services) to istiod",
+		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
+			var cfg catalog.Config
+			fs.StringVar(&cfg.URL, "catalog-url", "", "base URL of the catalog, e.g. http://catalog.example:8080; services are listed from <url>/v1/services (required)")
+			fs.DurationVar(&cfg.Interval, "poll-interval", catalog.DefaultInterval, "time between polls of the catalog (an unchanged catalog answers 304, so polls are cheap)")
+			return func(env daemon.Env) (registry.Registry, error) {
+				cfg.Logger = env.Logger
+				return catalog.New(cfg)
+			}
+		},
+	}))
+}
