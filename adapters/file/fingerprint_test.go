@@ -147,7 +147,8 @@ func TestUnreadableFileIsParsedAgain(t *testing.T) {
 		t.Errorf("state once the file is readable again: parsed %v, error %v", fs.parsed, fs.fileErr)
 	}
 	events, _ := sink.snapshot()
-	if len(events) != 2 || !strings.HasPrefix(events[1], "rejected "+filepath.Join(s.cfg.Dir, "a.yaml")+": cannot read file") {
-		t.Errorf("events = %q, want the Replace and one read rejection", events)
+	record := filepath.Join(s.cfg.Dir, "a.yaml")
+	if len(events) != 3 || !strings.HasPrefix(events[1], "rejected "+record+": cannot read file") || events[2] != "cleared "+record {
+		t.Errorf("events = %q, want the Replace, one read rejection and, once the file reads again, its clearing", events)
 	}
 }

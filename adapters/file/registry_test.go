@@ -59,7 +59,17 @@ func (s *recordingSink) Delete(key model.ServiceKey) {
 func (s *recordingSink) Rejected(record string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err == nil {
+		s.events = append(s.events, "cleared "+record)
+		return
+	}
 	s.events = append(s.events, "rejected "+record+": "+err.Error())
+}
+
+func (s *recordingSink) Degraded(part string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events = append(s.events, fmt.Sprintf("degraded %s: %v", part, err))
 }
 
 func (s *recordingSink) Unreachable(err error) {

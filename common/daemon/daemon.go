@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -420,9 +421,19 @@ type statusReport struct {
 	Seq         uint64                     `json:"seq"`
 	LastFlush   *time.Time                 `json:"lastFlush,omitempty"`
 	Collections map[string]collectionState `json:"collections"`
+	// Rejected lists the registry records malformed now (the first
+	// statusRejections by name); RejectedCount is how many there are.
+	Rejected []pipeline.Rejection `json:"rejected,omitempty"`
+	// Degraded are the parts of the registry unreachable now, with their
+	// errors.
+	Degraded      map[string]string `json:"degraded,omitempty"`
+	RejectedCount int               `json:"rejectedCount,omitempty"`
 	// Subsets are the config subsets' views, by subset name.
 	Subsets map[string]map[string]collectionState `json:"subsets,omitempty"`
 }
+
+// statusRejections bounds the rejected records /debug/status lists.
+const statusRejections = 100
 
 type collectionState struct {
 	Version   string `json:"version"`
@@ -455,6 +466,12 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 			// galleon_registry_unreachable metric say it is stale.
 			fmt.Fprintf(w, "ready (stale: registry unreachable: %v)\n", st.Unreachable)
 		default:
+			if parts := pipe.DegradedParts(); len(parts) > 0 {
+				// Ready for the same reason: only what came from those
+				// parts is stale.
+				fmt.Fprintf(w, "ready (degraded: %d parts of the registry unreachable: %s)\n", len(parts), strings.Join(slices.Sorted(maps.Keys(parts)), ", "))
+				return
+			}
 			fmt.Fprintln(w, "ready")
 		}
 	})
@@ -470,6 +487,8 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 			rep.LastFlush = &st.LastFlush
 		}
 		rep.Collections = collectionStates(snap)
+		rep.Rejected, rep.RejectedCount = pipe.Rejections(statusRejections)
+		rep.Degraded = pipe.DegradedParts()
 		for name, view := range subsets.Views() {
 			if rep.Subsets == nil {
 				rep.Subsets = map[string]map[string]collectionState{}

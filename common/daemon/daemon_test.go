@@ -112,10 +112,21 @@ func TestBadSettingsSayWhatToFix(t *testing.T) {
 }
 
 // staticRegistry reports a fixed listing once and waits.
-type staticRegistry struct{ services []model.Service }
+// staticRegistry reports its services, and, when set, one record rejected
+// and one part of the registry down.
+type staticRegistry struct {
+	services           []model.Service
+	rejected, degraded string
+}
 
 func (r staticRegistry) Run(ctx context.Context, sink registry.Sink) error {
 	sink.Replace(r.services)
+	if r.rejected != "" {
+		sink.Rejected(r.rejected, errors.New("port is not a number"))
+	}
+	if r.degraded != "" {
+		sink.Degraded(r.degraded, errors.New("connection refused"))
+	}
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -146,7 +157,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	reg := staticRegistry{services: []model.Service{{
 		Namespace: "ns", Name: "a", Hosts: []string{"a.ns.test"},
 		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
-	}}}
+	}}, rejected: "bad.yaml:3", degraded: "dc2"}
 	listen, httpAddr := freeAddr(t), freeAddr(t)
 	subsets := filepath.Join(t.TempDir(), "subsets.yaml")
 	if err := os.WriteFile(subsets, []byte("subsets:\n- name: team-ns\n  sinks: {ids: [istiod-ns-*]}\n  services: {namespaces: [ns]}\n- name: other\n  sinks: {ids: [istiod-other-*]}\n  services: {namespaces: [other]}\n"), 0o644); err != nil {
@@ -171,7 +182,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, body := get("/readyz")
-		if code == http.StatusOK {
+		if code == http.StatusOK && strings.Contains(body, "degraded: 1 parts of the registry unreachable: dc2") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -186,6 +197,9 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	}
 	if status.Services != 1 || status.Subsets["team-ns"]["ServiceEntry"].Resources != 1 || status.Subsets["other"]["ServiceEntry"].Resources != 0 {
 		t.Fatalf("/debug/status: services %d, subsets %+v", status.Services, status.Subsets)
+	}
+	if status.RejectedCount != 1 || len(status.Rejected) != 1 || status.Rejected[0].Record != "bad.yaml:3" || status.Degraded["dc2"] != "connection refused" {
+		t.Fatalf("/debug/status: rejected %+v (%d), degraded %v; want bad.yaml:3 and dc2", status.Rejected, status.RejectedCount, status.Degraded)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
 		t.Fatalf("/metrics lacks galleon_services 1: %d", code)

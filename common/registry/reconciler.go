@@ -41,6 +41,10 @@ type Reconciler struct {
 	unreachable error
 	// unreachableAt is when the outage was last reported.
 	unreachableAt time.Time
+	// degraded are the parts of the registry down, with what and when was
+	// last reported; back are parts up again, told at the next Flush.
+	degraded map[string]outageTold
+	back     map[string]bool
 	// rejections apply now (record -> message); told are those reported
 	// since the last Replace.
 	rejections map[string]error
@@ -55,6 +59,8 @@ func NewReconciler(sink Sink) *Reconciler {
 		reported:   map[model.ServiceKey]model.Service{},
 		dirty:      map[model.ServiceKey]struct{}{},
 		rejections: map[string]error{},
+		degraded:   map[string]outageTold{},
+		back:       map[string]bool{},
 		told:       map[string]string{},
 	}
 }
@@ -98,7 +104,8 @@ func (r *Reconciler) Len() int { return len(r.desired) }
 func (r *Reconciler) Reject(record string, err error) { r.rejections[record] = err }
 
 // Accept records that a record rejected before is no longer malformed (or
-// no longer exists): if it is rejected again later, that is reported again.
+// no longer exists): the next Flush clears it (Sink.Rejected(record, nil)),
+// and if it is rejected again later, that is reported again.
 func (r *Reconciler) Accept(record string) { delete(r.rejections, record) }
 
 // SetRejections records the complete set of records malformed now: those
@@ -131,11 +138,38 @@ func (r *Reconciler) Unreachable(err error) {
 	r.synced = false
 }
 
+// Degraded reports at once that one part of the registry cannot be reached
+// (then a different error at most every unreachableRepeat, as Unreachable
+// does), or, with a nil err, that it answers again: that is told at the next
+// Flush, after the adapter has relisted the part (Set and Remove for its
+// services) and the Flush has reported what changed.
+func (r *Reconciler) Degraded(part string, err error) {
+	last, down := r.degraded[part]
+	if err == nil {
+		if down {
+			delete(r.degraded, part)
+			r.back[part] = true
+		}
+		return
+	}
+	delete(r.back, part)
+	if !down || (last.msg != err.Error() && time.Since(last.at) >= unreachableRepeat) {
+		r.sink.Degraded(part, err)
+		r.degraded[part] = outageTold{msg: err.Error(), at: time.Now()}
+	}
+}
+
+// outageTold is what was last reported of an outage, and when.
+type outageTold struct {
+	msg string
+	at  time.Time
+}
+
 // unreachableRepeat is the least time between two reports of one outage.
 const unreachableRepeat = 30 * time.Second
 
-// Flush reports what changed since the last Flush: first the rejections not
-// yet reported, then either a Replace of everything (the first Flush, and
+// Flush reports what changed since the last Flush: first the rejections
+// cleared and those not yet reported, then either a Replace of everything (the first Flush, and
 // the first after an outage, which also reports the outage over) or, in
 // key order, an Update per service added or changed and a Delete per
 // service gone.
@@ -151,6 +185,7 @@ func (r *Reconciler) Flush() {
 			r.unreachable = nil
 			r.sink.Unreachable(nil)
 		}
+		r.flushBack()
 		return
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(r.dirty), compareKeys) {
@@ -166,30 +201,40 @@ func (r *Reconciler) Flush() {
 		}
 	}
 	clear(r.dirty)
+	r.flushBack()
 }
 
-// flushRejections reports the rejections that apply and were not reported
+// flushBack tells the parts that answer again, now that what they hold is
+// reported.
+func (r *Reconciler) flushBack() {
+	for _, part := range slices.Sorted(maps.Keys(r.back)) {
+		r.sink.Degraded(part, nil)
+	}
+	clear(r.back)
+}
+
+// flushRejections clears the rejections told before that no longer apply
+// (Rejected(record, nil)) and reports those that apply and were not told
 // with the same message; after an outage (a Replace to come) every one that
 // applies is reported again.
 func (r *Reconciler) flushRejections() {
-	if !r.synced {
-		clear(r.told)
+	resync := !r.synced
+	for _, record := range slices.Sorted(maps.Keys(r.told)) {
+		if _, ok := r.rejections[record]; !ok {
+			r.sink.Rejected(record, nil)
+			delete(r.told, record)
+		}
 	}
 	for _, record := range slices.Sorted(maps.Keys(r.rejections)) {
 		err := r.rejections[record]
 		if err == nil {
 			err = errors.New("malformed")
 		}
-		if msg, ok := r.told[record]; ok && msg == err.Error() {
+		if msg, ok := r.told[record]; ok && msg == err.Error() && !resync {
 			continue
 		}
 		r.sink.Rejected(record, err)
 		r.told[record] = err.Error()
-	}
-	for record := range r.told {
-		if _, ok := r.rejections[record]; !ok {
-			delete(r.told, record)
-		}
 	}
 }
 

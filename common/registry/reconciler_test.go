@@ -119,13 +119,14 @@ func TestReconcilerReportsEachRejectionOnce(t *testing.T) {
 	r.Flush()
 	r.SetRejections(map[string]error{"a.yaml:3": bad, "b.yaml:1": bad})
 	r.Flush()
-	expect(t, "accepted, then rejected again", calls(rec, &seen),
+	expect(t, "accepted (cleared), then rejected again", calls(rec, &seen), `Rejected("a.yaml:3", <nil>)`,
 		`Rejected("a.yaml:3", port is not a number)`, `Rejected("b.yaml:1", port is not a number)`)
 
 	r.Unreachable(errors.New("gone"))
+	r.SetRejections(map[string]error{"b.yaml:1": bad})
 	r.Flush()
-	expect(t, "after an outage every rejection that applies is reported again", calls(rec, &seen), "Unreachable(gone)",
-		`Rejected("a.yaml:3", port is not a number)`, `Rejected("b.yaml:1", port is not a number)`,
+	expect(t, "after an outage what no longer applies is cleared and every rejection that applies is reported again", calls(rec, &seen),
+		"Unreachable(gone)", `Rejected("a.yaml:3", <nil>)`, `Rejected("b.yaml:1", port is not a number)`,
 		"Replace(0 services: )", "Unreachable(<nil>)")
 	if err := rec.Check(); err != nil {
 		t.Fatal(err)
@@ -140,6 +141,7 @@ func (discard) Update(model.Service)    {}
 func (discard) Delete(model.ServiceKey) {}
 func (discard) Rejected(string, error)  {}
 func (discard) Unreachable(error)       {}
+func (discard) Degraded(string, error)  {}
 
 // BenchmarkFlushOneChange is what one changed service costs an adapter's
 // reconciler holding 10,000 services of 10 instances.
@@ -161,5 +163,31 @@ func BenchmarkFlushOneChange(b *testing.B) {
 		s.Instances[0].Weight = uint32(i%7 + 1)
 		r.Set(s)
 		r.Flush()
+	}
+}
+
+func TestReconcilerReportsDegradedParts(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	r.Set(svc("a", "10.0.0.1"))
+	r.Set(svc("b", "10.1.0.1"))
+	r.Flush()
+	calls(rec, &seen)
+
+	r.Degraded("dc2", errors.New("connection refused"))
+	r.Degraded("dc2", errors.New("read tcp 127.0.0.1:53412: connection reset")) // within 30 s: kept, not told
+	r.Degraded("dc3", nil)                                                      // never down: nothing to say
+	expect(t, "dc2 down", calls(rec, &seen), `Degraded("dc2", connection refused)`)
+	r.Flush()
+	expect(t, "a part down calls for no Replace", calls(rec, &seen))
+
+	r.Degraded("dc2", nil)
+	expect(t, "back is told after the part's relisting is flushed", calls(rec, &seen))
+	r.Set(svc("b", "10.1.0.2")) // what dc2 holds now
+	r.Flush()
+	expect(t, "dc2 back", calls(rec, &seen), "Update(ns/b)", `Degraded("dc2", <nil>)`)
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,7 +9,9 @@
 //   - Run reports the complete state with Replace once it has listed the
 //     registry, and again whenever it has to resynchronise from scratch,
 //     which includes after every outage: what changed while the registry
-//     could not be reached is learnt by listing it again.
+//     could not be reached is learnt by listing it again. (A registry whose
+//     watches survive a reconnect, so that no change can be missed, such as
+//     ZooKeeper within its session, may skip it; registrytest.WithoutRelist.)
 //   - Run reports no Update or Delete before the first Replace.
 //   - Between Replace calls it reports each change with Update (the complete
 //     new state of one service) or Delete, and only changes: a service
@@ -63,9 +65,19 @@ type Sink interface {
 	Delete(key model.ServiceKey)
 	// Rejected reports a registry record that was skipped because it is
 	// malformed. record names it so an operator can find it (a file and line,
-	// a Consul service ID, a ZooKeeper path).
+	// a Consul service ID, a ZooKeeper path). Rejected(record, nil) clears
+	// a rejection reported before: the record is fine now, or gone. The core
+	// lists the rejections that apply in /debug/status.
 	Rejected(record string, err error)
 	// Unreachable reports that the registry cannot be reached (err != nil)
 	// and the state served is stale, or that it is reachable again (nil).
 	Unreachable(err error)
+	// Degraded reports that one part of the registry cannot be reached
+	// (err != nil) while the rest can: a datacenter, one of several servers,
+	// a member of an ensemble. What was listed from that part stays served;
+	// Degraded(part, nil) says it is back. Unlike an outage it calls for no
+	// Replace: the adapter relists the part and reports what changed with
+	// Update and Delete. part names it for an operator ("dc2",
+	// "eureka-2:8761"); a registry has a handful, not thousands.
+	Degraded(part string, err error)
 }

@@ -125,6 +125,11 @@ func (r *memRegistry) Run(ctx context.Context, sink registry.Sink) error {
 				services = map[model.ServiceKey]model.Service{}
 			}
 			keys := sortedKeys(services)
+			if down && synced && r.bug == "no-relist" {
+				// Back, and says so without listing again.
+				sink.Unreachable(nil)
+				down = false
+			}
 			if !synced || down {
 				if r.bug == "update-before-replace" && !synced {
 					for _, k := range keys {
@@ -326,6 +331,7 @@ func TestKitCatchesBugs(t *testing.T) {
 		{"empty-replace-on-outage", "UnreachableAtStart", "while the registry could not be listed"},
 		{"no-recovery-signal", "Unreachable", "waiting for Unreachable(nil)"},
 		{"give-up", "Unreachable", "Run returned mem: registry down while the kit waited"},
+		{"no-relist", "Unreachable", "the outage ended (Unreachable(nil)) without a Replace before it"},
 		{"leak", "Cancel", "still running"},
 		{"late-call", "Cancel", "Sink called after Run returned"},
 		{"ignore-cancel", "CancelWhileUnreachable", "did not return within 1s of its context being cancelled"},

@@ -23,6 +23,7 @@ const (
 	OpDelete
 	OpRejected
 	OpUnreachable
+	OpDegraded
 )
 
 func (o Op) String() string {
@@ -37,6 +38,8 @@ func (o Op) String() string {
 		return "Rejected"
 	case OpUnreachable:
 		return "Unreachable"
+	case OpDegraded:
+		return "Degraded"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }
@@ -51,9 +54,10 @@ type Event struct {
 	// Key is the key passed to Delete, or the key of the service passed to
 	// Update.
 	Key model.ServiceKey
-	// Record is Rejected's record.
+	// Record is Rejected's record, or Degraded's part.
 	Record string
-	// Err is Rejected's error, or Unreachable's (nil: reachable again).
+	// Err is Rejected's error, Unreachable's or Degraded's (nil: reachable
+	// again).
 	Err error
 	// Late is set on a call that came after Recorder.Close, that is after
 	// Run returned.
@@ -82,6 +86,8 @@ func (e Event) String() string {
 		s = fmt.Sprintf("Rejected(%q, %v)", e.Record, e.Err)
 	case OpUnreachable:
 		s = fmt.Sprintf("Unreachable(%v)", e.Err)
+	case OpDegraded:
+		s = fmt.Sprintf("Degraded(%q, %v)", e.Record, e.Err)
 	default:
 		s = e.Op.String()
 	}
@@ -170,6 +176,13 @@ func (r *Recorder) Unreachable(err error) {
 	defer r.mu.Unlock()
 	r.record(Event{Op: OpUnreachable, Err: err})
 	r.unreachable = err
+}
+
+// Degraded implements registry.Sink.
+func (r *Recorder) Degraded(part string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.record(Event{Op: OpDegraded, Record: part, Err: err})
 }
 
 // Events returns the calls so far, oldest first.
@@ -302,7 +315,9 @@ func (r *Recorder) Dump() string {
 //   - a state report (Update, Delete) before the first Replace;
 //   - a service without Namespace or Name, a key twice in one Replace, an
 //     instance ID twice in one service;
-//   - Rejected with an empty record or a nil error;
+//   - Rejected with an empty record, or with a nil error (which clears a
+//     rejection) for a record not rejected before; Degraded with an empty
+//     part, or back (nil) for a part not down;
 //   - a value modified after it was passed to the Sink (the Sink owns it);
 //   - a call after Close (after Run returned).
 //
@@ -316,6 +331,8 @@ func (r *Recorder) Check() error {
 		errs = append(errs, fmt.Errorf("call #%d %s: %s", i, e, fmt.Sprintf(format, args...)))
 	}
 	synced := false
+	rejected := map[string]bool{} // records rejected and not cleared
+	degraded := map[string]bool{} // parts down
 	for i, e := range r.events {
 		if e.Late {
 			fail(i, e, "Sink called after Run returned: Run must stop every goroutine it started before returning")
@@ -332,9 +349,18 @@ func (r *Recorder) Check() error {
 			if e.Record == "" {
 				fail(i, e, "empty record: name the record so that an operator can find it")
 			}
-			if e.Err == nil {
-				fail(i, e, "nil error: say what is wrong with the record")
+			if e.Err == nil && !rejected[e.Record] {
+				fail(i, e, "nil error for a record never rejected: Rejected(record, nil) clears a rejection reported before; to reject, say what is wrong with the record")
 			}
+			rejected[e.Record] = e.Err != nil
+		case OpDegraded:
+			if e.Record == "" {
+				fail(i, e, "empty part: name the part of the registry that cannot be reached")
+			}
+			if e.Err == nil && !degraded[e.Record] {
+				fail(i, e, "Degraded(part, nil) for a part never reported down")
+			}
+			degraded[e.Record] = e.Err != nil
 		}
 		seen := map[model.ServiceKey]bool{}
 		for _, svc := range e.Services {

@@ -115,7 +115,9 @@ func TestRecorderCheck(t *testing.T) {
 			r.Replace(nil)
 		}, ""},
 		{"empty record", func(r *Recorder) { r.Rejected("", errors.New("bad")) }, "empty record"},
-		{"nil error", func(r *Recorder) { r.Rejected("x", nil) }, "nil error"},
+		{"nil error", func(r *Recorder) { r.Rejected("x", nil) }, "nil error for a record never rejected"},
+		{"cleared", func(r *Recorder) { r.Rejected("x", errors.New("bad")); r.Rejected("x", nil) }, ""},
+		{"cleared twice", func(r *Recorder) { r.Rejected("x", errors.New("bad")); r.Rejected("x", nil); r.Rejected("x", nil) }, "never rejected"},
 		{"no name", func(r *Recorder) { r.Replace([]model.Service{svc("")}) }, "empty Namespace or Name"},
 		{"duplicate key", func(r *Recorder) { r.Replace([]model.Service{svc("a"), svc("a")}) }, "listed twice"},
 		{"duplicate instance", func(r *Recorder) { r.Replace([]model.Service{svc("a", "i", "i")}) }, `two instances with ID "i"`},
@@ -136,6 +138,9 @@ func TestRecorderCheck(t *testing.T) {
 			r.Replace(all)
 			all[0].Instances = append(all[0].Instances, model.Instance{ID: "j", Address: "10.0.0.2"})
 		}, "services[0].Instances: was"},
+		{"degraded", func(r *Recorder) { r.Degraded("dc2", errors.New("down")); r.Degraded("dc2", nil) }, ""},
+		{"degraded without a part", func(r *Recorder) { r.Degraded("", errors.New("down")) }, "empty part"},
+		{"back without down", func(r *Recorder) { r.Degraded("dc2", nil) }, "never reported down"},
 		{"late", func(r *Recorder) { r.Replace(nil); r.Close(); r.Unreachable(nil) }, "after Run returned"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,7 +48,9 @@
 //     drops or changes a service (no empty Replace), and before the first
 //     listing there is no Replace at all; once the registry is back,
 //     Unreachable(nil) is reported, the state is right and changes are
-//     picked up again; Run stops promptly even during an outage.
+//     picked up again, and the registry was listed again (a Replace) before
+//     Unreachable(nil), unless WithoutRelist; Run stops promptly even
+//     during an outage.
 //   - Cancel: Run returns ctx.Err() promptly after cancellation, also with
 //     a change in flight and with a context cancelled before Run.
 //
@@ -142,6 +144,7 @@ type options struct {
 	ignoreFields     []string
 	ignoreGoroutines []string
 	allowRedundant   bool
+	noRelist         bool
 }
 
 // Defaults: generous, so that the kit does not flake under -race on a
@@ -216,6 +219,12 @@ func IgnoreGoroutines(substrings ...string) Option {
 // re-reports everything on every change costs it a comparison per service
 // per change.
 func AllowRedundantUpdates() Option { return func(o *options) { o.allowRedundant = true } }
+
+// WithoutRelist lets an outage end without a Replace, for a registry whose
+// watches survive a reconnect so that no change made meanwhile can be
+// missed (ZooKeeper within its session). Without it, the Unreachable
+// subtest requires a Replace between Unreachable(err) and Unreachable(nil).
+func WithoutRelist() Option { return func(o *options) { o.noRelist = true } }
 
 // TestRegistry checks the Registry that newRegistry returns against the
 // contract of package registry, changing the registry it watches through
@@ -446,7 +455,8 @@ func (k *kit) testUnreachable(t *testing.T) {
 	down := r.waitUnreachable(mark)
 	r.hold()
 	s.restore()
-	r.waitReachable(down)
+	up := r.waitReachable(down)
+	r.checkRelisted(down, up)
 	loss := func() string {
 		if msg := s.firstLoss(r.rec.Events(), mark, kept); msg != "" {
 			return "A service was lost or changed during the outage (the core must keep serving the last good state): " + msg
@@ -840,17 +850,38 @@ func (r *runner) waitUnreachable(from int) int {
 	return idx
 }
 
-// waitReachable waits for Unreachable(nil) after the call at index down.
-func (r *runner) waitReachable(down int) {
+// waitReachable waits for Unreachable(nil) after the call at index down and
+// returns its index.
+func (r *runner) waitReachable(down int) int {
 	r.s.t.Helper()
+	idx := -1
 	r.wait("Unreachable(nil) once the registry is reachable again", func(events []Event, _ map[model.ServiceKey]model.Service) bool {
 		for i := down + 1; i < len(events); i++ {
 			if events[i].Op == OpUnreachable && events[i].Err == nil {
+				idx = i
 				return true
 			}
 		}
 		return false
 	})
+	return idx
+}
+
+// checkRelisted fails unless a Replace came between the outage report at
+// index down and the end of the outage at index up: what changed while the
+// registry could not be reached is learnt only by listing it again.
+func (r *runner) checkRelisted(down, up int) {
+	r.s.t.Helper()
+	if r.s.k.o.noRelist {
+		return
+	}
+	events := r.rec.Events()
+	for i := down + 1; i < up && i < len(events); i++ {
+		if events[i].Op == OpReplace {
+			return
+		}
+	}
+	r.s.t.Errorf("the outage ended (Unreachable(nil)) without a Replace before it: list the registry again after an outage, since changes made while it could not be reached may be missed otherwise (a registry whose watches survive a reconnect, such as ZooKeeper within its session, says so with WithoutRelist)\nSink calls:\n%s", r.rec.Dump())
 }
 
 // hold keeps the outage going while the adapter retries. This is the one

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -59,6 +60,17 @@ type Pipeline struct {
 	log     *slog.Logger
 	metrics *metrics
 	wake    chan struct{}
+
+	// rejectedMu guards rejected: the records that are malformed now
+	// (record -> message), as the adapter reported and cleared them, at
+	// most MaxListedRejections; rejectedOver counts those beyond.
+	rejectedMu   sync.Mutex
+	rejected     map[string]string
+	rejectedOver int
+	// degradedMu guards degraded: the parts of the registry down now
+	// (part -> error).
+	degradedMu sync.Mutex
+	degraded   map[string]string
 
 	mu          sync.Mutex // guards the reports below
 	replace     map[model.ServiceKey]*model.Service
@@ -169,8 +181,54 @@ func (p *Pipeline) Delete(key model.ServiceKey) {
 
 // Rejected implements registry.Sink.
 func (p *Pipeline) Rejected(record string, err error) {
+	p.rejectedMu.Lock()
+	defer p.rejectedMu.Unlock()
+	if p.rejected == nil {
+		p.rejected = map[string]string{}
+	}
+	if err == nil {
+		if _, ok := p.rejected[record]; ok {
+			delete(p.rejected, record)
+			p.metrics.recordsRejectedNow.Dec()
+			p.log.Info("registry record fixed", "record", record)
+		}
+		return
+	}
 	p.metrics.recordsRejected.Inc()
 	p.log.Warn("registry record skipped", "record", record, "error", err)
+	if _, ok := p.rejected[record]; !ok {
+		if len(p.rejected) >= MaxListedRejections {
+			p.rejectedOver++ // counted by the total; listing it would let a registry grow us without bound
+			return
+		}
+		p.metrics.recordsRejectedNow.Inc()
+	}
+	p.rejected[record] = err.Error()
+}
+
+// MaxListedRejections bounds the rejections the pipeline keeps to list in
+// /debug/status: a registry decides how many of its records are malformed.
+const MaxListedRejections = 1000
+
+// Rejection is a registry record that is malformed now.
+type Rejection struct {
+	Record string `json:"record"`
+	Error  string `json:"error"`
+}
+
+// Rejections returns the records malformed now, by record name, at most
+// limit of them, and how many there are in all (beyond MaxListedRejections
+// only counted).
+func (p *Pipeline) Rejections(limit int) (list []Rejection, total int) {
+	p.rejectedMu.Lock()
+	defer p.rejectedMu.Unlock()
+	for _, record := range slices.Sorted(maps.Keys(p.rejected)) {
+		if len(list) == limit {
+			break
+		}
+		list = append(list, Rejection{Record: record, Error: p.rejected[record]})
+	}
+	return list, len(p.rejected) + p.rejectedOver
 }
 
 // Unreachable implements registry.Sink.
@@ -194,6 +252,44 @@ func (p *Pipeline) Unreachable(err error) {
 		p.metrics.unreachable.Set(0)
 		p.log.Info("registry reachable again")
 	}
+}
+
+// Degraded implements registry.Sink: one part of the registry is down
+// (err != nil) or back (nil). At most MaxDegradedParts are kept; the
+// registry chooses how many parts it names.
+func (p *Pipeline) Degraded(part string, err error) {
+	p.degradedMu.Lock()
+	defer p.degradedMu.Unlock()
+	if p.degraded == nil {
+		p.degraded = map[string]string{}
+	}
+	_, was := p.degraded[part]
+	switch {
+	case err == nil && was:
+		delete(p.degraded, part)
+		p.log.Info("registry part reachable again", "part", part)
+	case err == nil:
+	case !was && len(p.degraded) >= MaxDegradedParts:
+		p.log.Warn("registry part unreachable (not listed in /debug/status: too many parts down)", "part", part, "error", err)
+	default:
+		if !was {
+			p.log.Warn("registry part unreachable: serving what was last listed from it", "part", part, "error", err)
+		}
+		p.degraded[part] = err.Error()
+	}
+	p.metrics.degradedParts.Set(float64(len(p.degraded)))
+}
+
+// MaxDegradedParts bounds the unreachable parts of a registry kept for
+// /debug/status and /readyz.
+const MaxDegradedParts = 64
+
+// DegradedParts returns the parts of the registry down now, with their
+// errors.
+func (p *Pipeline) DegradedParts() map[string]string {
+	p.degradedMu.Lock()
+	defer p.degradedMu.Unlock()
+	return maps.Clone(p.degraded)
 }
 
 // reported notes a report; p.mu is held.
@@ -469,12 +565,16 @@ func containsKey(list []resourceKey, k resourceKey) bool {
 }
 
 type metrics struct {
-	recordsRejected  prometheus.Counter
-	servicesRejected prometheus.Counter
-	unreachable      prometheus.Gauge
-	services         prometheus.Gauge
-	changes          *prometheus.CounterVec
-	flushSeconds     prometheus.Histogram
+	recordsRejected prometheus.Counter
+	// recordsRejectedNow is how many records are malformed now (rejected
+	// and not cleared).
+	recordsRejectedNow prometheus.Gauge
+	degradedParts      prometheus.Gauge
+	servicesRejected   prometheus.Counter
+	unreachable        prometheus.Gauge
+	services           prometheus.Gauge
+	changes            *prometheus.CounterVec
+	flushSeconds       prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -482,6 +582,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		recordsRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_registry_records_rejected_total",
 			Help: "Registry records skipped because they are malformed (see the log line naming each).",
+		}),
+		recordsRejectedNow: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_registry_records_rejected",
+			Help: "Registry records malformed now: rejected, and not yet fixed or removed (listed in /debug/status; at most 1000 are tracked).",
+		}),
+		degradedParts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_registry_degraded_parts",
+			Help: "Parts of the registry (datacenters, servers, ensemble members) that cannot be reached while the rest can; what was last listed from them is served.",
 		}),
 		servicesRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_services_rejected_total",
@@ -505,7 +613,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.recordsRejected, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds)
+		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds)
 	}
 	return m
 }

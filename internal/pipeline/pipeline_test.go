@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 	mcp "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
@@ -302,5 +304,85 @@ func TestRegistryIsStamped(t *testing.T) {
 		if got := res.GetMetadata().GetAnnotations()[convert.AnnotationRegistry]; got != "acme" {
 			t.Errorf("%s served with registry %q, want the daemon's \"acme\"", name, got)
 		}
+	}
+}
+
+// TestRejectionsAreListedAndCleared: the records malformed now are listed
+// (for /debug/status) and counted by a gauge until the adapter clears them,
+// and the list is bounded whatever the registry holds.
+func TestRejectionsAreListedAndCleared(t *testing.T) {
+	var logs syncbuf.Buffer
+	p, _ := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.Rejected("b.yaml:3", fmt.Errorf("port is not a number"))
+	p.Rejected("a.yaml:1", fmt.Errorf("no hosts"))
+	p.Rejected("a.yaml:1", fmt.Errorf("no hosts, still"))
+	list, total := p.Rejections(10)
+	if total != 2 || len(list) != 2 || list[0] != (Rejection{"a.yaml:1", "no hosts, still"}) || list[1].Record != "b.yaml:3" {
+		t.Fatalf("rejections %v (total %d), want a.yaml:1 with its newest message and b.yaml:3", list, total)
+	}
+	if got := gauge(t, p.metrics.recordsRejectedNow); got != 2 {
+		t.Fatalf("galleon_registry_records_rejected = %v, want 2", got)
+	}
+	p.Rejected("a.yaml:1", nil)
+	p.Rejected("never.yaml:1", nil) // not rejected: nothing to clear
+	if list, total := p.Rejections(10); total != 1 || list[0].Record != "b.yaml:3" {
+		t.Fatalf("after clearing a.yaml:1: %v (total %d)", list, total)
+	}
+	if got := gauge(t, p.metrics.recordsRejectedNow); got != 1 {
+		t.Fatalf("galleon_registry_records_rejected = %v after a clear, want 1", got)
+	}
+	if !strings.Contains(logs.String(), `msg="registry record fixed" record=a.yaml:1`) {
+		t.Errorf("no log line for the fixed record:\n%s", logs.String())
+	}
+	for i := range MaxListedRejections + 10 {
+		p.Rejected(fmt.Sprintf("many.yaml:%d", i), fmt.Errorf("bad"))
+	}
+	if list, total := p.Rejections(5); len(list) != 5 || total != MaxListedRejections+11 {
+		t.Fatalf("%d listed, total %d; want 5 and %d", len(list), total, MaxListedRejections+11)
+	}
+	if got := gauge(t, p.metrics.recordsRejectedNow); got != MaxListedRejections {
+		t.Fatalf("galleon_registry_records_rejected = %v, want the %d kept", got, MaxListedRejections)
+	}
+}
+
+func gauge(t *testing.T, g prometheus.Gauge) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := g.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetGauge().GetValue()
+}
+
+// TestDegradedPartsAreListed: a part of the registry down is listed with
+// its error and counted until it is back, apart from Unreachable; the
+// number of parts kept is bounded.
+func TestDegradedPartsAreListed(t *testing.T) {
+	var logs syncbuf.Buffer
+	p, _ := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.Degraded("dc2", fmt.Errorf("connection refused"))
+	p.Degraded("dc3", fmt.Errorf("timeout"))
+	p.Degraded("dc4", nil) // never down
+	if got := p.DegradedParts(); len(got) != 2 || got["dc2"] != "connection refused" || got["dc3"] != "timeout" {
+		t.Fatalf("degraded parts %v", got)
+	}
+	if p.Status().Unreachable != nil {
+		t.Fatal("a part down made the whole registry unreachable")
+	}
+	p.Degraded("dc2", nil)
+	if got := p.DegradedParts(); len(got) != 1 || got["dc3"] == "" {
+		t.Fatalf("after dc2 came back: %v", got)
+	}
+	if got := gauge(t, p.metrics.degradedParts); got != 1 {
+		t.Fatalf("galleon_registry_degraded_parts = %v, want 1", got)
+	}
+	if !strings.Contains(logs.String(), `msg="registry part reachable again" part=dc2`) {
+		t.Errorf("no log line for dc2 back:\n%s", logs.String())
+	}
+	for i := range MaxDegradedParts + 5 {
+		p.Degraded(fmt.Sprintf("server-%d", i), fmt.Errorf("down"))
+	}
+	if got := len(p.DegradedParts()); got != MaxDegradedParts {
+		t.Fatalf("%d parts kept, want the bound %d", got, MaxDegradedParts)
 	}
 }

@@ -727,6 +727,11 @@ func (s *registrySink) Unreachable(err error) {
 		s.Rejected("(directory)", err)
 	}
 }
+func (s *registrySink) Degraded(part string, err error) {
+	if err != nil {
+		s.Rejected("(part "+part+")", err)
+	}
+}
 
 // writeRegistry writes registry files (name -> content) to a new directory.
 func writeRegistry(t *testing.T, files map[string]string) string {

@@ -28,8 +28,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/internal/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
-	"github.com/galleon-mesh/galleon/test/internal/toolcache"
 )
 
 const (

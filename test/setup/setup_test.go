@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/toolcache"
 )
 
 // repo is the repository root (test/setup -> ../..).
@@ -318,4 +320,31 @@ func registryHosts(t *testing.T) []string {
 		}
 	}
 	return hosts
+}
+
+// TestCachePathIsOne: scripts/cache-dir.sh (the shell's definition of the
+// tool cache) and internal/toolcache (the Go one) give the same path for
+// every way the environment can set it (an empty variable counts as unset
+// in both).
+func TestCachePathIsOne(t *testing.T) {
+	home := t.TempDir()
+	for _, env := range []map[string]string{
+		{"HOME": home, "XDG_CACHE_HOME": "", "GALLEON_CACHE": ""},
+		{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": ""},
+		{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": filepath.Join(home, "own")},
+	} {
+		cmd := exec.Command("bash", filepath.Join(repo(t), "scripts", "cache-dir.sh"), "bin", "consul", "1.2.3")
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+			t.Setenv(k, v)
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: scripts/cache-dir.sh: %v", env, err)
+		}
+		if got, want := toolcache.Bin("consul", "1.2.3"), strings.TrimSpace(string(out)); got != want {
+			t.Errorf("%v: internal/toolcache says %s, scripts/cache-dir.sh %s", env, got, want)
+		}
+	}
 }

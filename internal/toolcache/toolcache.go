@@ -1,6 +1,6 @@
 // Package toolcache locates third-party server binaries (istiod, consul, ...) that the scripts in
-// scripts/ build and cache outside the repository. It mirrors scripts/cache-dir.sh: keep both in
-// sync.
+// scripts/ build and cache outside the repository: the one Go definition of the path, which
+// scripts/cache-dir.sh defines for the shell (test/setup checks that the two agree).
 package toolcache
 
 import (
