@@ -50,9 +50,11 @@ const (
 	AddressService = "service"
 )
 
-// taggedAddresses are the names Consul uses for tagged addresses, on
+// taggedAddresses returns the names Consul uses for tagged addresses, on
 // services and on nodes.
-var taggedAddresses = []string{"lan", "wan", "lan_ipv4", "lan_ipv6", "wan_ipv4", "wan_ipv6"}
+func taggedAddresses() []string {
+	return []string{"lan", "wan", "lan_ipv4", "lan_ipv6", "wan_ipv4", "wan_ipv6"}
+}
 
 // Config configures a Consul registry. The zero value of every field is
 // its default; Validate (called by New) says which setting to fix, by its
@@ -196,8 +198,8 @@ func (cfg Config) Validate() error {
 	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
 		add("--namespace %q: want a DNS-1123 label (lower case letters, digits and '-')", cfg.Namespace)
 	}
-	if cfg.AddressSource != AddressService && !contains(taggedAddresses, cfg.AddressSource) {
-		add("--address-source %q: want service or a tagged address (%s)", cfg.AddressSource, strings.Join(taggedAddresses, ", "))
+	if cfg.AddressSource != AddressService && !contains(taggedAddresses(), cfg.AddressSource) {
+		add("--address-source %q: want service or a tagged address (%s)", cfg.AddressSource, strings.Join(taggedAddresses(), ", "))
 	}
 	if cfg.FetchConcurrency < 1 || cfg.FetchConcurrency > 64 {
 		add("--fetch-concurrency %d: want 1 to 64 (each is an HTTP connection; Consul allows 200 per client by default)", cfg.FetchConcurrency)

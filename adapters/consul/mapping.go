@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -32,13 +30,32 @@ const (
 	serviceMaintenance = "_service_maintenance:"
 )
 
-// protocols maps a lower-case protocol name, as users write it in meta or
-// tags, to Istio's.
-var protocols = map[string]model.Protocol{
-	"http": model.ProtocolHTTP, "https": model.ProtocolHTTPS, "http2": model.ProtocolHTTP2,
-	"grpc": model.ProtocolGRPC, "tcp": model.ProtocolTCP, "tls": model.ProtocolTLS,
-	"mongo": model.ProtocolMongo, "mysql": model.ProtocolMySQL, "redis": model.ProtocolRedis,
-	"udp": model.ProtocolUDP,
+// protocolNamed maps a lower-case protocol name, as users write it in meta
+// or tags, to Istio's.
+func protocolNamed(name string) (model.Protocol, bool) {
+	switch name {
+	case "http":
+		return model.ProtocolHTTP, true
+	case "https":
+		return model.ProtocolHTTPS, true
+	case "http2":
+		return model.ProtocolHTTP2, true
+	case "grpc":
+		return model.ProtocolGRPC, true
+	case "tcp":
+		return model.ProtocolTCP, true
+	case "tls":
+		return model.ProtocolTLS, true
+	case "mongo":
+		return model.ProtocolMongo, true
+	case "mysql":
+		return model.ProtocolMySQL, true
+	case "redis":
+		return model.ProtocolRedis, true
+	case "udp":
+		return model.ProtocolUDP, true
+	}
+	return "", false
 }
 
 // mapper turns what Consul returns for one service in one datacenter into
@@ -72,7 +89,8 @@ type part struct {
 }
 
 // rejection is a malformed record of a service: an instance, or the whole
-// service (instance "").
+// service (instance ""). err carries the reason it is counted under (see
+// malformed).
 type rejection struct {
 	record string
 	err    error
@@ -104,7 +122,7 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 	}
 	svcName := convert.SanitizeDNSLabel(name)
 	if svcName == "" {
-		return nil, []rejection{{recordName(dc, name, "", ""), fmt.Errorf("service name %q has nothing left after sanitising to a DNS-1123 label", name)}}
+		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "service name %q has nothing left after sanitising to a DNS-1123 label", name)}}
 	}
 	if m.hostPerDC {
 		svcName = convert.SanitizeDNSLabel(svcName + "-" + dc)
@@ -120,11 +138,13 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 	}
 	var b bytes.Buffer
 	if err := m.host.Execute(&b, hostData{Service: name, Datacenter: dc, Namespace: consulNS, Partition: partition}); err != nil {
-		return nil, []rejection{{recordName(dc, name, "", ""), fmt.Errorf("--host-template: %w", err)}}
+		// Counted as other: what fails may be the template as much as
+		// the record it renders.
+		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonOther, "--host-template: %w", err)}}
 	}
 	host := convert.SanitizeHost(b.String())
 	if host == "" {
-		return nil, []rejection{{recordName(dc, name, "", ""), fmt.Errorf("--host-template renders %q, which is not a host name", b.String())}}
+		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "--host-template renders %q, which is not a host name", b.String())}}
 	}
 
 	p := &part{dc: dc, consulName: name, host: host}
@@ -195,25 +215,26 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 
 func instanceID(dc, node, serviceID string) string { return dc + "/" + node + "/" + serviceID }
 
-// mapInstance maps one entry, or says why it is malformed.
+// mapInstance maps one entry, or says why it is malformed (an error made
+// by malformed).
 func (m *mapper) mapInstance(dc string, e *api.ServiceEntry) (model.Instance, uint32, model.Protocol, error) {
 	fail := func(err error) (model.Instance, uint32, model.Protocol, error) { return model.Instance{}, 0, "", err }
 	if e.Service == nil || e.Node == nil {
-		return fail(errors.New("entry without service or node"))
+		return fail(malformed(reasonOther, errors.New("entry without service or node")))
 	}
 	s := e.Service
 	if s.ID == "" {
-		return fail(errors.New("instance has no ID"))
+		return fail(malformed(reasonOther, errors.New("instance has no ID")))
 	}
 	addr, port := m.address(e)
 	if addr == "" {
-		return fail(errors.New("no address: neither the service nor its node has one"))
+		return fail(malformed(reasonAddress, errors.New("no address: neither the service nor its node has one")))
 	}
 	if err := checkAddress(addr); err != nil {
 		return fail(err)
 	}
 	if port < 1 || port > 65535 {
-		return fail(fmt.Errorf("port %d: want 1 to 65535", port))
+		return fail(malformedf(reasonPort, "port %d: want 1 to 65535", port))
 	}
 	inst := model.Instance{
 		ID:       instanceID(dc, e.Node.Node, s.ID),
@@ -247,13 +268,14 @@ func (m *mapper) address(e *api.ServiceEntry) (string, int) {
 	return e.Node.Address, s.Port
 }
 
-// checkAddress accepts an IP address or a DNS host name.
+// checkAddress accepts an IP address or a DNS host name; its errors are
+// address rejections.
 func checkAddress(a string) error {
 	if net.ParseIP(a) != nil {
 		return nil
 	}
 	if len(a) > 253 {
-		return fmt.Errorf("address %q is neither an IP address nor a host name (too long)", a)
+		return malformedf(reasonAddress, "address %q is neither an IP address nor a host name (too long)", a)
 	}
 	for _, label := range strings.Split(strings.TrimSuffix(a, "."), ".") {
 		ok := label != "" && len(label) <= 63 && label[0] != '-' && label[len(label)-1] != '-'
@@ -262,7 +284,7 @@ func checkAddress(a string) error {
 			ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
 		}
 		if !ok {
-			return fmt.Errorf("address %q is neither an IP address nor a host name", a)
+			return malformedf(reasonAddress, "address %q is neither an IP address nor a host name", a)
 		}
 	}
 	return nil
@@ -356,18 +378,18 @@ func splitTag(t string) (string, string) {
 // "protocol=x" or "protocol|x", then a bare tag naming a protocol ("http",
 // "grpc"); TCP otherwise, and for names Istio does not know.
 func protocolOf(tags []string, meta map[string]string) model.Protocol {
-	if p, ok := protocols[strings.ToLower(strings.TrimSpace(meta[metaProtocol]))]; ok {
+	if p, ok := protocolNamed(strings.ToLower(strings.TrimSpace(meta[metaProtocol]))); ok {
 		return p
 	}
 	for _, t := range tags {
 		if k, v := splitTag(t); strings.EqualFold(k, metaProtocol) {
-			if p, ok := protocols[strings.ToLower(v)]; ok {
+			if p, ok := protocolNamed(strings.ToLower(v)); ok {
 				return p
 			}
 		}
 	}
 	for _, t := range tags {
-		if p, ok := protocols[strings.ToLower(strings.TrimSpace(t))]; ok {
+		if p, ok := protocolNamed(strings.ToLower(strings.TrimSpace(t))); ok {
 			return p
 		}
 	}
@@ -382,46 +404,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// merge builds the service of one key from the parts every datacenter
-// contributes (sorted by datacenter). Hosts, ports and instances are the
-// union; a port number two parts disagree on takes the protocol of the
-// first datacenter's part. The result is fresh: nothing is shared with the
-// parts, so the Sink may keep it.
-func merge(parts []*part) model.Service {
-	sort.Slice(parts, func(i, j int) bool { return parts[i].dc < parts[j].dc })
-	first := parts[0]
-	svc := model.Service{
-		Namespace: first.key.Namespace,
-		Name:      first.key.Name,
-		ExportTo:  slices.Clone(first.exportTo),
-	}
-	seenHost := map[string]bool{}
-	ports := map[uint32]model.Port{}
-	for _, p := range parts {
-		if !seenHost[p.host] {
-			seenHost[p.host] = true
-			svc.Hosts = append(svc.Hosts, p.host)
-		}
-		if p.external {
-			svc.Location = model.MeshExternal
-		}
-		for _, port := range p.ports {
-			if _, ok := ports[port.Number]; !ok {
-				ports[port.Number] = port
-			}
-		}
-		for _, inst := range p.instances {
-			inst.Labels = maps.Clone(inst.Labels)
-			svc.Instances = append(svc.Instances, inst)
-		}
-	}
-	sort.Strings(svc.Hosts)
-	for _, port := range ports {
-		svc.Ports = append(svc.Ports, port)
-	}
-	svc.Ports = model.SortedPorts(svc.Ports)
-	slices.SortFunc(svc.Instances, func(a, b model.Instance) int { return strings.Compare(a.ID, b.ID) })
-	return svc
 }

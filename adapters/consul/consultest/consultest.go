@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/toolcache"
 )
 
 // Version is the Consul version scripts/consul.sh builds.
@@ -44,22 +46,9 @@ const (
 	tailLines    = 50
 )
 
-// CachePath is where scripts/consul.sh build puts the binary:
-// ${GALLEON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galleon}/bin/consul-<Version>.
-// Keep in sync with scripts/cache-dir.sh.
-func CachePath() string {
-	dir := os.Getenv("GALLEON_CACHE")
-	if dir == "" {
-		base := os.Getenv("XDG_CACHE_HOME")
-		if base == "" {
-			base = filepath.Join(os.Getenv("HOME"), ".cache")
-		}
-		dir = filepath.Join(base, "galleon")
-	}
-	return filepath.Join(dir, "bin", "consul-"+Version)
-}
-
-var buildMu sync.Mutex
+// CachePath is where scripts/consul.sh build puts the binary (internal/toolcache, the path
+// scripts/cache-dir.sh defines): <cache>/bin/consul-<Version>.
+func CachePath() string { return toolcache.Bin("consul", Version) }
 
 // Binary returns the consul binary: $GALLEON_CONSUL_BIN if set, else the cache path (see
 // CachePath). If it is missing it runs scripts/consul.sh build (found by walking up from the
@@ -77,11 +66,8 @@ func Binary(t testing.TB) string {
 	if checkExecutable(p) == nil {
 		return p
 	}
-	buildMu.Lock()
-	defer buildMu.Unlock()
-	if checkExecutable(p) == nil {
-		return p
-	}
+	// Two tests (or test binaries) building at once is safe: the script
+	// takes a lock per binary, and the second finds the first's result.
 	root, err := repoRoot()
 	if err != nil {
 		t.Fatalf("consultest: consul %s is not at %s and scripts/consul.sh cannot be found to build it: %v (run `make consul` in the repository, or set $%s)", Version, p, err, EnvBinary)

@@ -1,0 +1,75 @@
+package consul
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+// rejectReason is the reason label of galleon_consul_records_rejected_total:
+// which part of a record is malformed. Dashboards select on these values,
+// so the set stays as it is.
+type rejectReason string
+
+const (
+	reasonAddress rejectReason = "address"
+	reasonPort    rejectReason = "port"
+	reasonName    rejectReason = "name"
+	reasonOther   rejectReason = "other"
+)
+
+// malformedError is why a record is rejected: the error an operator reads
+// (its text is err's) and the reason it is counted under. The mapping says
+// the reason where it finds the fault, so that the label does not depend
+// on the wording of the message, nor on the names it quotes.
+type malformedError struct {
+	reason rejectReason
+	err    error
+}
+
+func (e *malformedError) Error() string { return e.err.Error() }
+func (e *malformedError) Unwrap() error { return e.err }
+
+// malformed returns err marked with the reason it rejects a record for.
+func malformed(reason rejectReason, err error) error {
+	return &malformedError{reason: reason, err: err}
+}
+
+// malformedf is malformed(reason, fmt.Errorf(format, args...)).
+func malformedf(reason rejectReason, format string, args ...any) error {
+	return malformed(reason, fmt.Errorf(format, args...))
+}
+
+// reasonOf returns the reason a rejection's error carries, other if none.
+func reasonOf(err error) rejectReason {
+	if me, ok := errors.AsType[*malformedError](err); ok {
+		return me.reason
+	}
+	return reasonOther
+}
+
+// errNameTaken rejects a Consul service whose name sanitises to the key of
+// one with a smaller name (see watch.service).
+func errNameTaken(key model.ServiceKey, winner string) error {
+	return malformedf(reasonName, "its ServiceEntry %s is taken by consul service %q (names sanitise to the same)", key, winner)
+}
+
+// countingSink counts every rejection the Sink is told, by the reason its
+// error carries: the Reconciler decides which are told (each once while it
+// applies), so the metric counts what an operator saw reported. A cleared
+// rejection (a nil error) is not one.
+type countingSink struct {
+	registry.Sink
+	rejected *prometheus.CounterVec
+}
+
+func (s countingSink) Rejected(record string, err error) {
+	if err != nil {
+		s.rejected.WithLabelValues(string(reasonOf(err))).Inc()
+	}
+	s.Sink.Rejected(record, err)
+}
