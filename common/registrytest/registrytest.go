@@ -83,7 +83,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -263,6 +265,12 @@ func TestRegistry(t *testing.T, newRegistry func(t *testing.T) registry.Registry
 		t.Fatalf("registrytest.TestRegistry: %v", err)
 	}
 	k := &kit{newRegistry: newRegistry, driver: driver, o: o, filter: filter}
+	// A clause's failure is reported at the kit's line that checks it; say
+	// once, in every subtest's log, which test of the adapter ran the kit.
+	caller := "unknown"
+	if _, file, line, ok := runtime.Caller(1); ok {
+		caller = fmt.Sprintf("%s:%d", filepath.Base(file), line)
+	}
 	for _, st := range []struct {
 		name string
 		f    func(*testing.T)
@@ -280,7 +288,10 @@ func TestRegistry(t *testing.T, newRegistry func(t *testing.T) registry.Registry
 		{"CancelWhileUnreachable", k.testCancelWhileUnreachable},
 		{"Cancel", k.testCancel},
 	} {
-		t.Run(st.name, st.f)
+		t.Run(st.name, func(t *testing.T) {
+			t.Logf("conformance clause %s, run by registrytest.TestRegistry from %s (what it checks: the registrytest package documentation)", st.name, caller)
+			st.f(t)
+		})
 	}
 }
 
