@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet lint e2e istiod consul proto deps fuzz fuzz-short
+.PHONY: help build test unit vet lint e2e istiod consul zookeeper proto deps fuzz fuzz-short
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -27,7 +27,10 @@ proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins it
 lint: deps ## staticcheck on every module, pinned in scripts/tools/lint (built once from the Go module proxy and cached)
 	scripts/lint.sh
 
-unit: deps consul ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul adapter's tests use a real consul)
+zookeeper: ## make sure ZooKeeper can be started (installs the Debian zookeeper package when missing; ~10 s)
+	scripts/zookeeper.sh classpath >/dev/null
+
+unit: deps consul zookeeper ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul and ZooKeeper adapters' tests use a real consul and ZooKeeper)
 	$(GO) test -race -count=1 ./...
 	cd docs/example-adapter && $(GO) test -race -count=1 ./...
 

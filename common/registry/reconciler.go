@@ -41,6 +41,9 @@ type Reconciler struct {
 	unreachable error
 	// unreachableAt is when the outage was last reported.
 	unreachableAt time.Time
+	// resumable is set when the outage began after a Replace: Resumed can
+	// then end it without one. resumed makes the next Flush end it.
+	resumable, resumed bool
 	// degraded are the parts of the registry down, with what and when was
 	// last reported; back are parts up again, told at the next Flush.
 	degraded map[string]outageTold
@@ -134,8 +137,24 @@ func (r *Reconciler) Unreachable(err error) {
 		r.sink.Unreachable(err)
 		r.unreachableAt = now
 	}
+	if r.unreachable == nil {
+		r.resumable = r.synced
+	}
 	r.unreachable = err
-	r.synced = false
+	r.synced, r.resumed = false, false
+}
+
+// Resumed says the registry answers again and nothing was missed while it
+// did not: the adapter's watches survived (ZooKeeper's do within a
+// session), so what it holds is current. The next Flush reports what
+// changed, if anything, and ends the outage with Unreachable(nil), without
+// a Replace. After an outage in which changes may have been missed, or one
+// that began before the first listing, relist instead: then Resumed does
+// nothing, and the Flush after the relisting is a Replace.
+func (r *Reconciler) Resumed() {
+	if r.unreachable != nil && r.resumable {
+		r.synced, r.resumed = true, true
+	}
 }
 
 // Degraded reports at once that one part of the registry cannot be reached
@@ -201,6 +220,10 @@ func (r *Reconciler) Flush() {
 		}
 	}
 	clear(r.dirty)
+	if r.resumed {
+		r.unreachable, r.resumed = nil, false
+		r.sink.Unreachable(nil)
+	}
 	r.flushBack()
 }
 

@@ -191,3 +191,31 @@ func TestReconcilerReportsDegradedParts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReconcilerResumesWithoutAReplace: an outage that missed nothing (the
+// watches survived) ends without a Replace; one before the first listing
+// cannot be resumed.
+func TestReconcilerResumesWithoutAReplace(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	r.Unreachable(errors.New("connection loss"))
+	r.Resumed() // before the first listing: nothing to resume
+	r.Set(svc("a", "10.0.0.1"))
+	r.Flush()
+	expect(t, "first listing", calls(rec, &seen), "Unreachable(connection loss)", "Replace(1 services: ns/a)", "Unreachable(<nil>)")
+
+	r.Unreachable(errors.New("connection loss"))
+	r.Resumed()
+	r.Flush()
+	expect(t, "resumed, nothing changed", calls(rec, &seen), "Unreachable(connection loss)", "Unreachable(<nil>)")
+
+	r.Unreachable(errors.New("connection loss"))
+	r.Resumed()
+	r.Set(svc("a", "10.0.0.2"))
+	r.Flush()
+	expect(t, "resumed with a change", calls(rec, &seen), "Unreachable(connection loss)", "Update(ns/a)", "Unreachable(<nil>)")
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,181 @@
+package zookeeper
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/galleon-mesh/galleon/internal/convert"
+)
+
+// Defaults of Config.
+const (
+	DefaultRoot             = "/services"
+	DefaultSessionTimeout   = 10 * time.Second
+	DefaultNamespace        = "default"
+	DefaultHostTemplate     = "{{.Name}}.{{.Namespace}}.zookeeper"
+	DefaultUnreachableAfter = 2 * time.Second
+	DefaultListConcurrency  = 16
+
+	// maxNodeData is the largest instance node read: ZooKeeper's own default limit
+	// (jute.maxbuffer) is 1 MiB, and a Curator instance is a few hundred bytes.
+	maxNodeData = 1 << 20
+	// maxPacket bounds what the client accepts in one answer, so that a server with a raised
+	// jute.maxbuffer cannot make the adapter allocate without limit. A node between maxNodeData
+	// and maxPacket is read and rejected; a larger answer drops the connection.
+	maxPacket = 16 << 20
+)
+
+// Config configures a ZooKeeper registry. The zero value of every field but Servers is its
+// default; New says which setting to fix, by its command-line flag name, when a value is wrong.
+type Config struct {
+	// Servers of the ensemble, "host:port" (a host alone means port 2181). Required.
+	Servers []string
+	// Root is the znode whose children are the services (Curator's base path; Spring Cloud
+	// Zookeeper's spring.cloud.zookeeper.discovery.root). Default /services.
+	Root string
+	// SessionTimeout is the session timeout asked of the server (which clamps it to 2-20 ticks).
+	// Default 10s.
+	SessionTimeout time.Duration
+	// Namespace of the ServiceEntries. Default "default".
+	Namespace string
+	// HostTemplate renders a service's host: a Go text/template with {{.Name}} (the service
+	// znode's name) and {{.Namespace}}. Default "{{.Name}}.{{.Namespace}}.zookeeper".
+	HostTemplate string
+	// UnreachableAfter is how long the client may be disconnected before the registry is
+	// reported unreachable: a reconnection within it (a server restart, a failover to another
+	// member) keeps the session and its watches and is not reported. Default 2s; it must be
+	// shorter than SessionTimeout.
+	UnreachableAfter time.Duration
+	// ListConcurrency is how many reads the adapter keeps in flight when it lists (at start,
+	// after a session expiry). Default 16.
+	ListConcurrency int
+	// Logger receives the adapter's own logs; nil means slog.Default().
+	Logger *slog.Logger
+
+	// dial replaces net.DialTimeout (tests: zktest.Sessions.Dial).
+	dial func(network, address string, timeout time.Duration) (net.Conn, error)
+}
+
+// hostData is what HostTemplate is executed with.
+type hostData struct {
+	Name      string
+	Namespace string
+}
+
+// validate fills in the defaults and says what to fix, by flag name.
+func (cfg *Config) validate() (*template.Template, error) {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(cfg.Servers) == 0 {
+		add("--zk-servers is empty: give the ensemble's servers, e.g. --zk-servers zk1:2181,zk2:2181,zk3:2181")
+	}
+	for _, s := range cfg.Servers {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			add("--zk-servers has an empty entry: give host:port pairs separated by commas")
+			continue
+		}
+		if strings.Contains(s, "/") {
+			add("--zk-servers %q: a chroot suffix is not supported; give host:port and put the path in --zk-root", s)
+			continue
+		}
+		if !strings.Contains(s, ":") {
+			continue // port 2181
+		}
+		host, port, err := net.SplitHostPort(s)
+		if err != nil || host == "" {
+			add("--zk-servers %q: want host:port, e.g. zk1:2181 ([::1]:2181 for IPv6)", s)
+			continue
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			add("--zk-servers %q: port %q is not a number from 1 to 65535", s, port)
+		}
+	}
+	if cfg.Root == "" {
+		cfg.Root = DefaultRoot
+	}
+	if err := checkRoot(cfg.Root); err != nil {
+		add("--zk-root %q: %v", cfg.Root, err)
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.SessionTimeout < 100*time.Millisecond {
+		add("--zk-session-timeout %v: want a duration of at least 100ms, e.g. 10s (the server clamps it to 2-20 ticks)", cfg.SessionTimeout)
+	}
+	if cfg.UnreachableAfter == 0 {
+		cfg.UnreachableAfter = min(DefaultUnreachableAfter, cfg.SessionTimeout/2)
+	}
+	if cfg.UnreachableAfter < 0 || cfg.UnreachableAfter >= cfg.SessionTimeout {
+		add("--zk-unreachable-after %v: want a positive duration shorter than --zk-session-timeout (%v)", cfg.UnreachableAfter, cfg.SessionTimeout)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
+		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, convert.SanitizeDNSLabel(cfg.Namespace))
+	}
+	if cfg.HostTemplate == "" {
+		cfg.HostTemplate = DefaultHostTemplate
+	}
+	host, err := parseHostTemplate(cfg.HostTemplate)
+	if err != nil {
+		add("--zk-host-template: %v", err)
+	}
+	if cfg.ListConcurrency == 0 {
+		cfg.ListConcurrency = DefaultListConcurrency
+	}
+	if cfg.ListConcurrency < 1 || cfg.ListConcurrency > 1024 {
+		add("--zk-list-concurrency %d: want 1 to 1024", cfg.ListConcurrency)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("zookeeper: %w", errors.Join(errs...))
+	}
+	return host, nil
+}
+
+// checkRoot accepts an absolute znode path other than "/" without a trailing slash.
+func checkRoot(root string) error {
+	switch {
+	case !strings.HasPrefix(root, "/"):
+		return errors.New("want an absolute znode path, e.g. /services")
+	case root == "/":
+		return errors.New("want the parent of the service znodes, e.g. /services, not / itself")
+	case strings.HasSuffix(root, "/"):
+		return errors.New("remove the trailing /")
+	case strings.Contains(root, "//"):
+		return errors.New("empty path segment (//)")
+	}
+	for _, seg := range strings.Split(root[1:], "/") {
+		if seg == "." || seg == ".." {
+			return errors.New(". and .. are not valid znode names")
+		}
+	}
+	return nil
+}
+
+func parseHostTemplate(text string) (*template.Template, error) {
+	t, err := template.New("host").Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, err
+	}
+	// Render a sample so that a template referring to an unknown field fails now, not on the
+	// first service.
+	var b strings.Builder
+	if err := t.Execute(&b, hostData{Name: "orders", Namespace: "default"}); err != nil {
+		return nil, err
+	}
+	if convert.SanitizeHost(b.String()) == "" {
+		return nil, fmt.Errorf("%q renders %q, which is not a host name", text, b.String())
+	}
+	return t, nil
+}

@@ -1,0 +1,199 @@
+package zookeeper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registrytest"
+)
+
+// waitTimeout bounds every wait for a report; generous for -race on two loaded cores.
+const waitTimeout = 20 * time.Second
+
+// testLogger discards the adapter's logs unless GALLEON_TEST_LOG is set.
+func testLogger() *slog.Logger {
+	if os.Getenv("GALLEON_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// client is a ZooKeeper client for the test's own writes, closed when the test ends.
+func client(t testing.TB, addr string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// The first request waits for the session.
+	if _, _, err := c.Exists("/"); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// writer writes Curator instance nodes under root.
+type writer struct {
+	c    *zk.Conn
+	root string
+}
+
+// curatorJSON is what Curator's JsonInstanceSerializer writes for a Spring Cloud Zookeeper
+// instance listening on port (and sslPort when not 0).
+func curatorJSON(name, id, address string, port, sslPort int, meta map[string]string) []byte {
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	var ssl any
+	if sslPort != 0 {
+		ssl = sslPort
+	}
+	b, err := json.Marshal(map[string]any{
+		"name": name, "id": id, "address": address, "port": port, "sslPort": ssl,
+		"payload": map[string]any{
+			"@class":   "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance",
+			"id":       name + "-" + id,
+			"name":     name,
+			"metadata": meta,
+		},
+		"registrationTimeUTC": 1700000000000,
+		"serviceType":         "DYNAMIC",
+		"uriSpec":             map[string]any{"parts": []map[string]any{{"value": "scheme", "variable": true}, {"value": "://", "variable": false}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (w *writer) ensureRoot(t testing.TB) {
+	t.Helper()
+	if _, err := w.c.Create(w.root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		t.Fatal(err)
+	}
+}
+
+// set makes service name hold exactly nodes (id -> data), in one transaction.
+func (w *writer) set(name string, nodes map[string][]byte) error {
+	p := w.root + "/" + name
+	existing, _, err := w.c.Children(p)
+	var ops []any
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		ops = append(ops, &zk.CreateRequest{Path: p, Acl: zk.WorldACL(zk.PermAll)})
+	case err != nil:
+		return err
+	}
+	for _, id := range existing {
+		if _, keep := nodes[id]; !keep {
+			ops = append(ops, &zk.DeleteRequest{Path: p + "/" + id, Version: -1})
+		}
+	}
+	ids := make([]string, 0, len(nodes))
+	for id := range nodes {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if slices.Contains(existing, id) {
+			ops = append(ops, &zk.SetDataRequest{Path: p + "/" + id, Data: nodes[id], Version: -1})
+		} else {
+			ops = append(ops, &zk.CreateRequest{Path: p + "/" + id, Data: nodes[id], Acl: zk.WorldACL(zk.PermAll)})
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	_, err = w.c.Multi(ops...)
+	return err
+}
+
+// remove deletes service name and its nodes, in one transaction.
+func (w *writer) remove(name string) error {
+	p := w.root + "/" + name
+	existing, _, err := w.c.Children(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var ops []any
+	for _, id := range existing {
+		ops = append(ops, &zk.DeleteRequest{Path: p + "/" + id, Version: -1})
+	}
+	ops = append(ops, &zk.DeleteRequest{Path: p, Version: -1})
+	_, err = w.c.Multi(ops...)
+	return err
+}
+
+// run runs reg with a Recorder until the test ends, then checks that Run returned
+// context.Canceled promptly and that the Sink calls keep the contract.
+func run(t *testing.T, cfg Config) *registrytest.Recorder {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger()
+	}
+	reg, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := registrytest.NewRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		err := reg.Run(ctx, rec)
+		rec.Close()
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Run returned %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Run did not return within 10s of its cancellation")
+		}
+		if err := rec.Check(); err != nil {
+			t.Errorf("Sink calls break the contract: %v\n%s", err, rec.Dump())
+		}
+	})
+	return rec
+}
+
+// startServer starts a ZooKeeper server that accepts nodes up to 4 MiB (to test oversized ones).
+func startServer(t *testing.T) *zktest.Server {
+	return zktest.Start(t, zktest.Options{MaxBuffer: 4 << 20})
+}
+
+func key(name string) model.ServiceKey {
+	return model.ServiceKey{Namespace: DefaultNamespace, Name: name}
+}
+
+// instanceIDs returns the instance IDs of svc, sorted.
+func instanceIDs(svc model.Service) []string {
+	var ids []string
+	for _, inst := range svc.Instances {
+		ids = append(ids, inst.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}

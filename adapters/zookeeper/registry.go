@@ -1,0 +1,642 @@
+// Package zookeeper is Galleon's adapter for services registered in Apache ZooKeeper.
+//
+// Step 1 reads the Apache Curator ServiceDiscovery layout, which Spring Cloud Zookeeper uses:
+// <root>/<name>/<id>, one znode per instance holding a Curator ServiceInstance as JSON. One
+// service per <name>; see docs/adapters/zookeeper.md for the mapping rule by rule.
+//
+// Watching costs what changes: a children watch on the root, a children watch per service and a
+// data watch per instance node, every one re-armed by re-reading the path it fired on, and
+// only that path. All events reach one queue through the client's event callback, so there is
+// no goroutine per watch and a service that is removed leaves nothing behind (deleting a znode
+// fires, and so ends, every watch on it). Listing (at start and after a session expiry) reads
+// with bounded concurrency over the one connection.
+//
+// Sessions: a disconnection is reported unreachable only if it outlasts UnreachableAfter;
+// within the session the client reconnects with its watches (ZooKeeper replays what fired
+// meanwhile), so nothing is relisted. A session expiry loses every watch: the adapter relists
+// everything on the new session, and the Reconciler reports only what differs.
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"text/template"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+// retryInterval is how long the adapter waits before reading again a path whose read failed
+// for a reason other than the connection (it retries a connection loss as soon as the session
+// is back), and before connecting again when no server name resolves.
+const retryInterval = time.Second
+
+// Registry watches one ZooKeeper ensemble. It holds configuration only: the state of a watch
+// lives in Run, so a Registry can be run again after Run returns.
+type Registry struct {
+	cfg    Config
+	host   *template.Template
+	layout layout
+	log    *slog.Logger
+}
+
+var _ registry.Registry = (*Registry)(nil)
+
+// New checks cfg and returns the adapter. Its errors are configuration errors, each naming the
+// flag to fix.
+func New(cfg Config) (*Registry, error) {
+	cfg.Servers = slices.Clone(cfg.Servers)
+	host, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range cfg.Servers {
+		cfg.Servers[i] = strings.TrimSpace(s)
+	}
+	log := cfg.Logger.With("zookeeper", strings.Join(cfg.Servers, ","), "root", cfg.Root)
+	return &Registry{cfg: cfg, host: host, layout: curator{}, log: log}, nil
+}
+
+// Run watches the registry until ctx is cancelled. Only its own goroutine calls the Sink.
+func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &watcher{
+		r:         r,
+		rec:       registry.NewReconciler(sink),
+		wake:      make(chan struct{}, 1),
+		services:  map[string]*service{},
+		byPath:    map[string]string{},
+		dirtySvc:  map[string]bool{},
+		dirtyNode: map[nodeKey]bool{},
+		dirtyRoot: true,
+		changed:   true,
+	}
+	return w.run(ctx)
+}
+
+// watcher is the state of one Run. Everything but the event queue belongs to Run's goroutine.
+type watcher struct {
+	r    *Registry
+	rec  *registry.Reconciler
+	conn *zk.Conn
+
+	mu    sync.Mutex
+	queue []zk.Event    // events from the client's goroutines, oldest first
+	wake  chan struct{} // signalled when queue becomes non-empty
+
+	session    int64 // the session the watches belong to; 0 before the first
+	hasSession bool  // connected with a session now
+	down       bool  // Unreachable reported and not yet cleared
+	lastState  zk.State
+	grace      *time.Timer // runs while there is no session; fires the Unreachable report
+	retry      *time.Timer // runs when a read failed; reads start again when it fires
+	waiting    bool        // reads wait for the retry timer or the session
+	// later are the root (""), and services, whose read failed for another reason than the
+	// connection (an ACL): read again when the retry timer fires.
+	later map[string]bool
+
+	services map[string]*service
+	byPath   map[string]string // instancesPath -> service name
+	// The paths whose watch fired (or was never set): each is read, and its watch set, again.
+	dirtyRoot bool
+	dirtySvc  map[string]bool
+	dirtyNode map[nodeKey]bool
+	// rootOK: the root was read (or found missing) by the last read of it; no Flush before.
+	rootOK bool
+	// changed: something was told to the Reconciler since the last Flush.
+	changed bool
+	// touched: services whose nodes changed since they were last built.
+	touched map[string]bool
+}
+
+type nodeKey struct{ name, id string }
+
+// service is what the adapter knows of one service znode.
+type service struct {
+	nodes map[string]*node // by instance id
+	// ports reported last, kept when the last instance leaves.
+	ports []model.Port
+}
+
+// node is one instance znode: its last well-formed content, and why it is rejected now.
+type node struct {
+	good *endpoint
+	err  error
+}
+
+func (w *watcher) run(ctx context.Context) error {
+	cfg := &w.r.cfg
+	w.grace = time.NewTimer(cfg.UnreachableAfter) // no session yet
+	defer w.grace.Stop()
+	w.retry = time.NewTimer(0)
+	<-w.retry.C
+	defer w.retry.Stop()
+
+	var events <-chan zk.Event
+	for w.conn == nil {
+		dial := cfg.dial
+		if dial == nil {
+			dial = net.DialTimeout
+		}
+		conn, ec, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
+			zk.WithEventCallback(w.push),
+			zk.WithLogger(zkLogger{w.r.log}),
+			zk.WithLogInfo(false),
+			zk.WithMaxBufferSize(maxPacket),
+			zk.WithDialer(dial))
+		if err == nil {
+			w.conn, events = conn, ec
+			break
+		}
+		// Only a server name that does not resolve fails here: the client connects in
+		// the background.
+		w.rec.Unreachable(fmt.Errorf("zookeeper %s: %w", strings.Join(cfg.Servers, ","), err))
+		w.down = true
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryInterval):
+		}
+	}
+	// Closing the connection on cancellation makes a read in flight return at once.
+	stop := context.AfterFunc(ctx, w.conn.Close)
+	defer func() {
+		stop()
+		w.conn.Close()
+		// The client closes its event channel once its goroutines are done: wait for that, so
+		// that none outlives Run.
+		for range events {
+		}
+	}()
+	w.r.log.Info("watching ZooKeeper", "session_timeout", cfg.SessionTimeout, "namespace", cfg.Namespace)
+
+	for {
+		w.drain()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if w.hasSession && w.dirty() && !w.waiting {
+			if err := w.round(ctx); err != nil && ctx.Err() == nil {
+				// Retried when the session is back, or after retryInterval at the latest.
+				w.r.log.Debug("reading ZooKeeper failed; retrying", "error", err)
+				w.wait()
+			}
+			continue
+		}
+		if w.hasSession && w.rootOK && !w.dirty() && w.queued() == 0 && w.changed {
+			w.build()
+			w.rec.Flush()
+			w.changed = false
+			w.down = false
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.wake:
+		case <-w.grace.C:
+			if !w.hasSession {
+				w.rec.Unreachable(fmt.Errorf("zookeeper %s: no session for %v (client state %v); serving what was read last",
+					strings.Join(cfg.Servers, ","), cfg.UnreachableAfter, w.lastState))
+				w.down = true
+			}
+		case <-w.retry.C:
+			w.waiting = false
+			for name := range w.later {
+				if name == "" {
+					w.dirtyRoot = true
+				} else if _, ok := w.services[name]; ok {
+					w.dirtySvc[name] = true
+				}
+			}
+			clear(w.later)
+		}
+	}
+}
+
+// push queues an event from the client. It is the client's event callback: it must not block.
+func (w *watcher) push(e zk.Event) {
+	w.mu.Lock()
+	w.queue = append(w.queue, e)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue)
+}
+
+func (w *watcher) dirty() bool {
+	return w.dirtyRoot || len(w.dirtySvc) > 0 || len(w.dirtyNode) > 0
+}
+
+// drain applies the queued events: session changes, and the paths whose watch fired.
+func (w *watcher) drain() {
+	w.mu.Lock()
+	events := w.queue
+	w.queue = nil
+	w.mu.Unlock()
+	for _, e := range events {
+		if e.Type == zk.EventSession {
+			w.sessionEvent(e)
+			continue
+		}
+		if e.Type == zk.EventNotWatching {
+			continue // the session expired: the new one relists everything
+		}
+		w.watchFired(e.Path)
+	}
+}
+
+func (w *watcher) sessionEvent(e zk.Event) {
+	w.lastState = e.State
+	switch e.State {
+	case zk.StateHasSession:
+		id := w.conn.SessionID()
+		if id != w.session {
+			if w.session != 0 {
+				w.r.log.Warn("ZooKeeper session expired: relisting every service on the new session",
+					"old_session", fmt.Sprintf("0x%x", w.session), "new_session", fmt.Sprintf("0x%x", id))
+				w.markAll()
+			} else {
+				w.r.log.Info("ZooKeeper session established", "session", fmt.Sprintf("0x%x", id), "server", e.Server)
+			}
+			w.session = id
+		} else if !w.hasSession {
+			w.r.log.Info("reconnected within the ZooKeeper session: watches kept", "server", e.Server)
+			// Nothing was missed: the watches held. An outage reported
+			// meanwhile ends at the next Flush without a Replace.
+			w.rec.Resumed()
+		}
+		w.hasSession = true
+		w.waiting = false
+		w.grace.Stop()
+		if w.down {
+			w.changed = true // the Flush that reports the registry back
+		}
+	case zk.StateDisconnected, zk.StateExpired:
+		if e.State == zk.StateExpired {
+			w.r.log.Info("ZooKeeper session expired; reconnecting", "session", fmt.Sprintf("0x%x", w.session))
+		}
+		if w.hasSession {
+			w.hasSession = false
+			w.grace.Reset(w.r.cfg.UnreachableAfter)
+		}
+	}
+}
+
+// watchFired marks the path a watch fired on to be read again.
+func (w *watcher) watchFired(p string) {
+	root := w.r.cfg.Root
+	if p == root {
+		w.dirtyRoot = true
+		return
+	}
+	if name, ok := w.byPath[p]; ok {
+		w.dirtySvc[name] = true
+		return
+	}
+	if name, ok := w.byPath[path.Dir(p)]; ok {
+		id := path.Base(p)
+		if _, known := w.services[name].nodes[id]; known {
+			w.dirtyNode[nodeKey{name, id}] = true
+		}
+	}
+}
+
+// markAll marks every path known to be read again: the watches went with the old session.
+func (w *watcher) markAll() {
+	w.dirtyRoot = true
+	for name, s := range w.services {
+		w.dirtySvc[name] = true
+		for id := range s.nodes {
+			w.dirtyNode[nodeKey{name, id}] = true
+		}
+	}
+}
+
+// job is one read: the root's children (name == ""), a service's children (id == ""), or an
+// instance node's data.
+type job struct {
+	name, id string
+	// results
+	children []string
+	data     []byte
+	exists   bool
+	err      error
+}
+
+func (j *job) isRoot() bool { return j.name == "" }
+func (j *job) isSvc() bool  { return j.name != "" && j.id == "" }
+
+// errConnection are the errors of a read that failed because the session or connection went.
+func errConnection(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing) ||
+		errors.Is(err, zk.ErrSessionMoved)
+}
+
+// round reads every dirty path, ListConcurrency at a time, and applies the answers. It returns
+// the first connection error; what it could not read stays dirty.
+func (w *watcher) round(ctx context.Context) error {
+	var jobs []*job
+	if w.dirtyRoot {
+		jobs = append(jobs, &job{})
+	}
+	for name := range w.dirtySvc {
+		jobs = append(jobs, &job{name: name})
+	}
+	for k := range w.dirtyNode {
+		jobs = append(jobs, &job{name: k.name, id: k.id})
+	}
+	start := time.Now()
+	w.runJobs(ctx, jobs)
+	var lost error
+	for _, j := range jobs {
+		if j.err != nil && errConnection(j.err) {
+			lost = cmpErr(lost, j.err)
+			continue
+		}
+		w.apply(j)
+	}
+	if len(jobs) > 1 {
+		w.r.log.Debug("read ZooKeeper", "reads", len(jobs), "took", time.Since(start), "services", len(w.services))
+	}
+	return lost
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// runJobs runs the reads on at most ListConcurrency goroutines, all ended when it returns.
+func (w *watcher) runJobs(ctx context.Context, jobs []*job) {
+	next := make(chan *job)
+	var wg sync.WaitGroup
+	for range min(w.r.cfg.ListConcurrency, len(jobs)) {
+		wg.Go(func() {
+			for j := range next {
+				w.read(j)
+			}
+		})
+	}
+feed:
+	for i, j := range jobs {
+		select {
+		case next <- j:
+		case <-ctx.Done():
+			for _, rest := range jobs[i:] { // never handed to a worker
+				rest.err = zk.ErrClosing
+			}
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// read performs one job, setting the watch that tells when to read it again.
+func (w *watcher) read(j *job) {
+	root := w.r.cfg.Root
+	switch {
+	case j.isRoot():
+		for {
+			j.children, _, _, j.err = w.conn.ChildrenW(root)
+			if !errors.Is(j.err, zk.ErrNoNode) {
+				j.exists = j.err == nil
+				return
+			}
+			// No root yet: no service. Watch for its creation instead.
+			var ok bool
+			ok, _, _, j.err = w.conn.ExistsW(root)
+			if j.err != nil || !ok {
+				j.children = nil
+				return
+			}
+			// Created in between: read it (the exists watch fires too, at most once more).
+		}
+	case j.isSvc():
+		j.children, _, _, j.err = w.conn.ChildrenW(w.r.layout.instancesPath(root, j.name))
+		j.exists = j.err == nil
+	default:
+		j.data, _, _, j.err = w.conn.GetW(w.r.layout.instancesPath(root, j.name) + "/" + j.id)
+		j.exists = j.err == nil
+	}
+	if errors.Is(j.err, zk.ErrNoNode) {
+		j.err = nil
+	}
+}
+
+// apply records the answer to one read.
+func (w *watcher) apply(j *job) {
+	root := w.r.cfg.Root
+	switch {
+	case j.isRoot():
+		if j.err != nil {
+			w.failed("", root, j.err)
+			return
+		}
+		w.dirtyRoot = false
+		w.rootOK = true
+		names := map[string]bool{}
+		for _, name := range j.children {
+			names[name] = true
+			if _, ok := w.services[name]; !ok {
+				w.services[name] = &service{nodes: map[string]*node{}}
+				w.byPath[w.r.layout.instancesPath(root, name)] = name
+				w.dirtySvc[name] = true
+			}
+		}
+		for name := range w.services {
+			if !names[name] {
+				w.removeService(name)
+			}
+		}
+	case j.isSvc():
+		s, ok := w.services[j.name]
+		if !ok {
+			delete(w.dirtySvc, j.name)
+			return
+		}
+		if j.err != nil {
+			w.failed(j.name, w.r.layout.instancesPath(root, j.name), j.err)
+			return
+		}
+		delete(w.dirtySvc, j.name)
+		w.rec.Accept(w.r.layout.instancesPath(root, j.name))
+		if !j.exists {
+			w.removeService(j.name)
+			return
+		}
+		ids := map[string]bool{}
+		for _, id := range j.children {
+			ids[id] = true
+			if _, ok := s.nodes[id]; !ok {
+				s.nodes[id] = &node{}
+				w.dirtyNode[nodeKey{j.name, id}] = true
+			}
+		}
+		for id := range s.nodes {
+			if !ids[id] {
+				w.removeNode(j.name, id)
+			}
+		}
+		w.touch(j.name)
+	default:
+		k := nodeKey{j.name, j.id}
+		delete(w.dirtyNode, k)
+		s, ok := w.services[j.name]
+		if !ok {
+			return
+		}
+		n, ok := s.nodes[j.id]
+		if !ok {
+			return
+		}
+		rec := w.r.layout.instancesPath(root, j.name) + "/" + j.id
+		switch {
+		case j.err != nil:
+			// Not a connection error: an ACL, most likely. Say so on the record.
+			n.err = fmt.Errorf("cannot read the node: %w", j.err)
+		case !j.exists:
+			w.removeNode(j.name, j.id)
+			w.touch(j.name)
+			return
+		case len(j.data) > maxNodeData:
+			n.err = fmt.Errorf("the node holds %d bytes, more than the %d an instance may hold", len(j.data), maxNodeData)
+		default:
+			e, err := w.r.layout.parseInstance(j.name, j.id, j.data)
+			if err == nil {
+				n.good, n.err = &e, nil
+			} else {
+				n.err = err
+			}
+		}
+		if n.err != nil {
+			err := n.err
+			if n.good != nil {
+				err = fmt.Errorf("%w (its previous version is still served)", err)
+			}
+			w.rec.Reject(rec, err)
+		} else {
+			w.rec.Accept(rec)
+		}
+		w.changed = true
+		w.touch(j.name)
+	}
+}
+
+// wait holds reads back until the retry timer fires or the session is back.
+func (w *watcher) wait() {
+	if !w.waiting {
+		w.waiting = true
+		w.retry.Reset(retryInterval)
+	}
+}
+
+// failed handles a read of the root or of a service that failed for another reason than the
+// connection (an ACL, most likely): the root is reported unreachable, a service rejected, and
+// the read is retried after retryInterval. The rest is served meanwhile.
+func (w *watcher) failed(name, p string, err error) {
+	w.r.log.Warn("reading a znode failed; retrying", "path", p, "error", err, "in", retryInterval)
+	if name == "" {
+		w.dirtyRoot = false
+		w.rootOK = false
+		w.rec.Unreachable(fmt.Errorf("zookeeper: reading %s: %w", p, err))
+		w.down = true
+	} else {
+		delete(w.dirtySvc, name)
+		w.rec.Reject(p, fmt.Errorf("cannot list the instances: %w", err))
+		w.changed = true
+	}
+	if w.later == nil {
+		w.later = map[string]bool{}
+	}
+	w.later[name] = true
+	w.retry.Reset(retryInterval)
+}
+
+func (w *watcher) touch(name string) {
+	if w.touched == nil {
+		w.touched = map[string]bool{}
+	}
+	w.touched[name] = true
+	w.changed = true
+}
+
+func (w *watcher) removeNode(name, id string) {
+	s := w.services[name]
+	delete(s.nodes, id)
+	delete(w.dirtyNode, nodeKey{name, id})
+	w.rec.Accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id)
+	w.changed = true
+}
+
+func (w *watcher) removeService(name string) {
+	s := w.services[name]
+	for id := range s.nodes {
+		w.removeNode(name, id)
+	}
+	delete(w.services, name)
+	delete(w.byPath, w.r.layout.instancesPath(w.r.cfg.Root, name))
+	delete(w.dirtySvc, name)
+	delete(w.touched, name)
+	w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
+	w.changed = true
+}
+
+// build tells the Reconciler the new state of every service touched since the last build.
+func (w *watcher) build() {
+	for _, name := range slices.Sorted(maps.Keys(w.touched)) {
+		s, ok := w.services[name]
+		if !ok {
+			continue
+		}
+		var eps []*endpoint
+		for _, n := range s.nodes {
+			if n.good != nil {
+				eps = append(eps, n.good)
+			}
+		}
+		key := model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name}
+		svc, ok, err := buildService(key.Namespace, name, w.r.host, eps, s.ports)
+		switch {
+		case err != nil:
+			w.rec.Reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
+		case ok:
+			w.rec.Set(svc)
+			s.ports = slices.Clone(svc.Ports)
+		default:
+			w.rec.Remove(key)
+		}
+	}
+	clear(w.touched)
+}
+
+// zkLogger sends the client's log lines to the adapter's logger, at debug level: what matters
+// (sessions, outages) the adapter logs itself.
+type zkLogger struct{ log *slog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug("zk client: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,37 @@
+// Command galleon-zookeeper serves the services registered in Apache ZooKeeper (the Curator /
+// Spring Cloud Zookeeper layout, <root>/<name>/<id>) to istiod as ServiceEntries.
+package main
+
+import (
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/galleon-mesh/galleon/adapters/zookeeper"
+	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+func main() {
+	os.Exit(daemon.Main(daemon.Spec{
+		Name:     "galleon-zookeeper",
+		Registry: "zookeeper",
+		Summary:  "serves the services registered in ZooKeeper (Curator / Spring Cloud Zookeeper layout) to istiod",
+		Flags:    flags,
+	}))
+}
+
+func flags(fs *pflag.FlagSet) daemon.NewRegistry {
+	var cfg zookeeper.Config
+	fs.StringSliceVar(&cfg.Servers, "zk-servers", nil, "ZooKeeper servers, host:port,... (required; a host alone means port 2181)")
+	fs.StringVar(&cfg.Root, "zk-root", zookeeper.DefaultRoot, "znode whose children are the services (Curator base path, Spring Cloud Zookeeper discovery root)")
+	fs.DurationVar(&cfg.SessionTimeout, "zk-session-timeout", zookeeper.DefaultSessionTimeout, "ZooKeeper session timeout (the server clamps it to 2-20 ticks); an expiry makes the adapter relist everything")
+	fs.DurationVar(&cfg.UnreachableAfter, "zk-unreachable-after", zookeeper.DefaultUnreachableAfter, "how long the client may be without a session before the registry is reported unreachable; shorter than --zk-session-timeout")
+	fs.StringVar(&cfg.HostTemplate, "zk-host-template", zookeeper.DefaultHostTemplate, "host of a service: Go template with {{.Name}} (the service znode) and {{.Namespace}}")
+	fs.IntVar(&cfg.ListConcurrency, "zk-list-concurrency", zookeeper.DefaultListConcurrency, "reads in flight while listing (at start, after a session expiry)")
+	fs.StringVar(&cfg.Namespace, "namespace", zookeeper.DefaultNamespace, "namespace of the ServiceEntries")
+	return func(env daemon.Env) (registry.Registry, error) {
+		cfg.Logger = env.Logger
+		return zookeeper.New(cfg)
+	}
+}
