@@ -15,12 +15,20 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultRoot             = "/services"
-	DefaultSessionTimeout   = 10 * time.Second
-	DefaultNamespace        = "default"
-	DefaultHostTemplate     = "{{.Name}}.{{.Namespace}}.zookeeper"
-	DefaultUnreachableAfter = 2 * time.Second
-	DefaultListConcurrency  = 16
+	DefaultRoot           = "/services"
+	DefaultDubboRoot      = "/dubbo"
+	DefaultSessionTimeout = 10 * time.Second
+	DefaultNamespace      = "default"
+	DefaultHostTemplate   = "{{.Name}}.{{.Namespace}}.zookeeper"
+	// DefaultDubboHostTemplate is the host of a Dubbo service: its name (unique per interface,
+	// group and version, see dubboName) is one DNS label, so the host cannot collide.
+	DefaultDubboHostTemplate = "{{.Name}}.{{.Namespace}}.dubbo"
+	DefaultUnreachableAfter  = 2 * time.Second
+	DefaultListConcurrency   = 16
+
+	// Layouts (Config.Layout, --zk-layout).
+	LayoutCurator = "curator"
+	LayoutDubbo   = "dubbo"
 
 	// maxNodeData is the largest instance node read: ZooKeeper's own default limit
 	// (jute.maxbuffer) is 1 MiB, and a Curator instance is a few hundred bytes.
@@ -36,17 +44,28 @@ const (
 type Config struct {
 	// Servers of the ensemble, "host:port" (a host alone means port 2181). Required.
 	Servers []string
+	// Layout is how services are kept in ZooKeeper: LayoutCurator (the default: Curator /
+	// Spring Cloud Zookeeper, <root>/<name>/<id> JSON nodes) or LayoutDubbo (Dubbo 2 interface
+	// level, <root>/<interface>/providers/<URL-encoded provider URL>).
+	Layout string
 	// Root is the znode whose children are the services (Curator's base path; Spring Cloud
-	// Zookeeper's spring.cloud.zookeeper.discovery.root). Default /services.
+	// Zookeeper's spring.cloud.zookeeper.discovery.root; Dubbo's registry root). Default
+	// /services for the Curator layout, /dubbo for the Dubbo layout.
 	Root string
 	// SessionTimeout is the session timeout asked of the server (which clamps it to 2-20 ticks).
 	// Default 10s.
 	SessionTimeout time.Duration
 	// Namespace of the ServiceEntries. Default "default".
 	Namespace string
-	// HostTemplate renders a service's host: a Go text/template with {{.Name}} (the service
-	// znode's name) and {{.Namespace}}. Default "{{.Name}}.{{.Namespace}}.zookeeper".
+	// HostTemplate renders a service's host: a Go text/template with {{.Name}} (the service's
+	// name: the service znode's name in the Curator layout, see dubboName in the Dubbo layout)
+	// and {{.Namespace}}; the Dubbo layout adds {{.Interface}}, {{.Group}} and {{.Version}} as
+	// registered. Default "{{.Name}}.{{.Namespace}}.zookeeper" (Curator),
+	// "{{.Name}}.{{.Namespace}}.dubbo" (Dubbo).
 	HostTemplate string
+	// DubboProtocols overrides the protocol of a Dubbo URL scheme (Dubbo layout), e.g.
+	// {"hessian": "HTTP"}; see dubboProtocols for the defaults.
+	DubboProtocols map[string]string
 	// UnreachableAfter is how long the client may be disconnected before the registry is
 	// reported unreachable: a reconnection within it (a server restart, a failover to another
 	// member) keeps the session and its watches and is not reported. Default 2s; it must be
@@ -66,6 +85,8 @@ type Config struct {
 type hostData struct {
 	Name      string
 	Namespace string
+	// Dubbo layout only: the provider URLs' interface, group and version parameters.
+	Interface, Group, Version string
 }
 
 // validate fills in the defaults and says what to fix, by flag name.
@@ -97,8 +118,18 @@ func (cfg *Config) validate() (*template.Template, error) {
 			add("--zk-servers %q: port %q is not a number from 1 to 65535", s, port)
 		}
 	}
+	switch cfg.Layout {
+	case "":
+		cfg.Layout = LayoutCurator
+	case LayoutCurator, LayoutDubbo:
+	default:
+		add("--zk-layout %q: want %s or %s", cfg.Layout, LayoutCurator, LayoutDubbo)
+	}
 	if cfg.Root == "" {
 		cfg.Root = DefaultRoot
+		if cfg.Layout == LayoutDubbo {
+			cfg.Root = DefaultDubboRoot
+		}
 	}
 	if err := checkRoot(cfg.Root); err != nil {
 		add("--zk-root %q: %v", cfg.Root, err)
@@ -123,6 +154,14 @@ func (cfg *Config) validate() (*template.Template, error) {
 	}
 	if cfg.HostTemplate == "" {
 		cfg.HostTemplate = DefaultHostTemplate
+		if cfg.Layout == LayoutDubbo {
+			cfg.HostTemplate = DefaultDubboHostTemplate
+		}
+	}
+	for scheme, proto := range cfg.DubboProtocols {
+		if _, err := protocolOf(proto); err != nil || scheme == "" {
+			add("--zk-dubbo-protocol %s=%s: want scheme=protocol, protocol one of %s", scheme, proto, strings.Join(knownProtocols, ", "))
+		}
 	}
 	host, err := parseHostTemplate(cfg.HostTemplate)
 	if err != nil {
@@ -171,7 +210,7 @@ func parseHostTemplate(text string) (*template.Template, error) {
 	// Render a sample so that a template referring to an unknown field fails now, not on the
 	// first service.
 	var b strings.Builder
-	if err := t.Execute(&b, hostData{Name: "orders", Namespace: "default"}); err != nil {
+	if err := t.Execute(&b, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}); err != nil {
 		return nil, err
 	}
 	if convert.SanitizeHost(b.String()) == "" {

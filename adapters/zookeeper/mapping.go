@@ -13,20 +13,35 @@ import (
 )
 
 // layout is one way of keeping services in ZooKeeper: where a service's instance nodes are and
-// what one holds. Step 1 has the Curator / Spring Cloud Zookeeper layout; the Dubbo interface-
-// and application-level layouts slot in here (their instances are children of
-// <root>/<interface>/providers, one URL-encoded dubbo:// URL per child name, no data).
+// what one holds. There are the Curator / Spring Cloud Zookeeper layout (curator) and the Dubbo 2
+// interface-level layout (dubbo, in dubbo.go).
 type layout interface {
-	// instancesPath is the znode whose children are the instances of service name.
+	// isService says whether the root's child name holds services (Dubbo keeps other things
+	// beside the interfaces: mapping, config, metadata).
+	isService(name string) bool
+	// instancesPath is the znode whose children are the instances of service name: the root's
+	// child itself, or a node under it (then the adapter watches the root's child for it to
+	// appear while it is missing).
 	instancesPath(root, name string) string
-	// parseInstance reads the instance node id of service name.
+	// readsData: the instance is in the node's data, read and watched; else it is all in the
+	// node's name and parseInstance gets nil data.
+	readsData() bool
+	// parseInstance reads the instance node id of service name. errNotInstance: the node is no
+	// instance and is left out without a rejection.
 	parseInstance(name, id string, data []byte) (endpoint, error)
 }
+
+// errNotInstance is what parseInstance returns for a node that is well-formed but not an
+// instance (a Dubbo URL whose side is consumer).
+var errNotInstance = errors.New("not an instance")
 
 // endpoint is one well-formed instance node: the instance and the service ports it serves.
 type endpoint struct {
 	inst  model.Instance
 	ports []model.Port
+	// svc names the service the instance belongs to, when a service znode holds several
+	// (Dubbo: one per group and version); its zero value means the service znode's own name.
+	svc hostData
 }
 
 // Spring Cloud Zookeeper's status metadata (StatusConstants).
@@ -59,7 +74,9 @@ type springPayload struct {
 	Metadata map[string]json.RawMessage `json:"metadata"`
 }
 
+func (curator) isService(string) bool                  { return true }
 func (curator) instancesPath(root, name string) string { return root + "/" + name }
+func (curator) readsData() bool                        { return true }
 
 func (curator) parseInstance(name, id string, data []byte) (endpoint, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
@@ -146,10 +163,10 @@ func metadata(payload json.RawMessage) map[string]string {
 // ports reported last, kept when no instance is left (a ServiceEntry needs a port; the service
 // then has no endpoints rather than stale ones). ok is false when the service has neither an
 // instance nor ports reported before: there is nothing valid to serve yet.
-func buildService(ns, name string, host *template.Template, endpoints []*endpoint, last []model.Port) (svc model.Service, ok bool, err error) {
-	svc = model.Service{Namespace: ns, Name: name}
+func buildService(hd hostData, host *template.Template, endpoints []*endpoint, last []model.Port) (svc model.Service, ok bool, err error) {
+	svc = model.Service{Namespace: hd.Namespace, Name: hd.Name}
 	var b strings.Builder
-	if err := host.Execute(&b, hostData{Name: name, Namespace: ns}); err != nil {
+	if err := host.Execute(&b, hd); err != nil {
 		return svc, false, fmt.Errorf("--zk-host-template: %w", err)
 	}
 	svc.Hosts = []string{b.String()}
@@ -171,6 +188,19 @@ func buildService(ns, name string, host *template.Template, endpoints []*endpoin
 		svc.Ports = append(svc.Ports, p)
 	}
 	svc.Ports = model.SortedPorts(svc.Ports)
+	// Port names must be unique in a ServiceEntry: two ports named alike (tcp-dubbo on 20880
+	// and 20881) are told apart by their number.
+	names := map[string]int{}
+	for _, p := range svc.Ports {
+		if p.Name != "" {
+			names[p.Name]++
+		}
+	}
+	for i, p := range svc.Ports {
+		if names[p.Name] > 1 {
+			svc.Ports[i].Name = fmt.Sprintf("%s-%d", p.Name, p.Number)
+		}
+	}
 	if len(svc.Ports) == 0 {
 		if len(last) == 0 {
 			return svc, false, nil

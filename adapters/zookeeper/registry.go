@@ -1,8 +1,10 @@
 // Package zookeeper is Galleon's adapter for services registered in Apache ZooKeeper.
 //
-// Step 1 reads the Apache Curator ServiceDiscovery layout, which Spring Cloud Zookeeper uses:
-// <root>/<name>/<id>, one znode per instance holding a Curator ServiceInstance as JSON. One
-// service per <name>; see docs/adapters/zookeeper.md for the mapping rule by rule.
+// It reads the Apache Curator ServiceDiscovery layout, which Spring Cloud Zookeeper uses:
+// <root>/<name>/<id>, one znode per instance holding a Curator ServiceInstance as JSON, one
+// service per <name>; or (Config.Layout) Dubbo 2's interface-level layout,
+// <root>/<interface>/providers/<URL-encoded provider URL>, one service per interface, group and
+// version. See docs/adapters/zookeeper.md for the mapping rule by rule.
 //
 // Watching costs what changes: a children watch on the root, a children watch per service and a
 // data watch per instance node, every one re-armed by re-reading the path it fired on, and
@@ -64,8 +66,12 @@ func New(cfg Config) (*Registry, error) {
 	for i, s := range cfg.Servers {
 		cfg.Servers[i] = strings.TrimSpace(s)
 	}
-	log := cfg.Logger.With("zookeeper", strings.Join(cfg.Servers, ","), "root", cfg.Root)
-	return &Registry{cfg: cfg, host: host, layout: curator{}, log: log}, nil
+	var l layout = curator{}
+	if cfg.Layout == LayoutDubbo {
+		l = newDubbo(cfg.DubboProtocols)
+	}
+	log := cfg.Logger.With("zookeeper", strings.Join(cfg.Servers, ","), "root", cfg.Root, "layout", cfg.Layout)
+	return &Registry{cfg: cfg, host: host, layout: l, log: log}, nil
 }
 
 // Run watches the registry until ctx is cancelled. Only its own goroutine calls the Sink.
@@ -109,7 +115,7 @@ type watcher struct {
 	later map[string]bool
 
 	services map[string]*service
-	byPath   map[string]string // instancesPath -> service name
+	byPath   map[string]string // instancesPath (and the service znode when it differs) -> service name
 	// The paths whose watch fired (or was never set): each is read, and its watch set, again.
 	dirtyRoot bool
 	dirtySvc  map[string]bool
@@ -127,7 +133,14 @@ type nodeKey struct{ name, id string }
 // service is what the adapter knows of one service znode.
 type service struct {
 	nodes map[string]*node // by instance id
-	// ports reported last, kept when the last instance leaves.
+	// served are the services built from this znode, by name, with the ports reported last
+	// (kept when the last instance leaves): one in the Curator layout, one per group and
+	// version in the Dubbo layout.
+	served map[string]*served
+}
+
+type served struct {
+	hd    hostData
 	ports []model.Port
 }
 
@@ -313,7 +326,7 @@ func (w *watcher) watchFired(p string) {
 		w.dirtySvc[name] = true
 		return
 	}
-	if name, ok := w.byPath[path.Dir(p)]; ok {
+	if name, ok := w.byPath[path.Dir(p)]; ok && w.r.layout.readsData() {
 		id := path.Base(p)
 		if _, known := w.services[name].nodes[id]; known {
 			w.dirtyNode[nodeKey{name, id}] = true
@@ -326,6 +339,9 @@ func (w *watcher) markAll() {
 	w.dirtyRoot = true
 	for name, s := range w.services {
 		w.dirtySvc[name] = true
+		if !w.r.layout.readsData() {
+			continue // the nodes' names are their content: the children read covers them
+		}
 		for id := range s.nodes {
 			w.dirtyNode[nodeKey{name, id}] = true
 		}
@@ -436,8 +452,26 @@ func (w *watcher) read(j *job) {
 			// Created in between: read it (the exists watch fires too, at most once more).
 		}
 	case j.isSvc():
-		j.children, _, _, j.err = w.conn.ChildrenW(w.r.layout.instancesPath(root, j.name))
-		j.exists = j.err == nil
+		p := w.r.layout.instancesPath(root, j.name)
+		own := root + "/" + j.name
+		for {
+			j.children, _, _, j.err = w.conn.ChildrenW(p)
+			j.exists = j.err == nil
+			if p == own || !errors.Is(j.err, zk.ErrNoNode) {
+				break
+			}
+			// The instances' parent (Dubbo's providers) is missing: watch the service znode's
+			// children for it to appear. Deleting the service znode fires, and so ends, that
+			// watch, so a removed service leaves none behind.
+			var siblings []string
+			siblings, _, _, j.err = w.conn.ChildrenW(own)
+			j.children = nil
+			j.exists = j.err == nil
+			if j.err != nil || !slices.Contains(siblings, path.Base(p)) {
+				break
+			}
+			// Created in between: read it (the children watch fires too, at most once more).
+		}
 	default:
 		j.data, _, _, j.err = w.conn.GetW(w.r.layout.instancesPath(root, j.name) + "/" + j.id)
 		j.exists = j.err == nil
@@ -460,10 +494,14 @@ func (w *watcher) apply(j *job) {
 		w.rootOK = true
 		names := map[string]bool{}
 		for _, name := range j.children {
+			if !w.r.layout.isService(name) {
+				continue
+			}
 			names[name] = true
 			if _, ok := w.services[name]; !ok {
-				w.services[name] = &service{nodes: map[string]*node{}}
+				w.services[name] = &service{nodes: map[string]*node{}, served: map[string]*served{}}
 				w.byPath[w.r.layout.instancesPath(root, name)] = name
+				w.byPath[root+"/"+name] = name
 				w.dirtySvc[name] = true
 			}
 		}
@@ -493,7 +531,11 @@ func (w *watcher) apply(j *job) {
 			ids[id] = true
 			if _, ok := s.nodes[id]; !ok {
 				s.nodes[id] = &node{}
-				w.dirtyNode[nodeKey{j.name, id}] = true
+				if w.r.layout.readsData() {
+					w.dirtyNode[nodeKey{j.name, id}] = true
+				} else {
+					w.parse(j.name, id, s.nodes[id], nil)
+				}
 			}
 		}
 		for id := range s.nodes {
@@ -525,25 +567,40 @@ func (w *watcher) apply(j *job) {
 		case len(j.data) > maxNodeData:
 			n.err = fmt.Errorf("the node holds %d bytes, more than the %d an instance may hold", len(j.data), maxNodeData)
 		default:
-			e, err := w.r.layout.parseInstance(j.name, j.id, j.data)
-			if err == nil {
-				n.good, n.err = &e, nil
-			} else {
-				n.err = err
-			}
+			w.parse(j.name, j.id, n, j.data)
+			w.touch(j.name)
+			return
 		}
-		if n.err != nil {
-			err := n.err
-			if n.good != nil {
-				err = fmt.Errorf("%w (its previous version is still served)", err)
-			}
-			w.rec.Reject(rec, err)
-		} else {
-			w.rec.Accept(rec)
-		}
-		w.changed = true
+		w.report(rec, n)
 		w.touch(j.name)
 	}
+}
+
+// parse reads instance node id of service name into n, and reports it accepted or rejected.
+func (w *watcher) parse(name, id string, n *node, data []byte) {
+	e, err := w.r.layout.parseInstance(name, id, data)
+	switch {
+	case err == nil:
+		n.good, n.err = &e, nil
+	case errors.Is(err, errNotInstance):
+		n.good, n.err = nil, nil
+	default:
+		n.err = err
+	}
+	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+id, n)
+}
+
+func (w *watcher) report(rec string, n *node) {
+	if n.err != nil {
+		err := n.err
+		if n.good != nil {
+			err = fmt.Errorf("%w (its previous version is still served)", err)
+		}
+		w.rec.Reject(rec, err)
+	} else {
+		w.rec.Accept(rec)
+	}
+	w.changed = true
 }
 
 // wait holds reads back until the retry timer fires or the session is back.
@@ -589,6 +646,7 @@ func (w *watcher) removeNode(name, id string) {
 	delete(s.nodes, id)
 	delete(w.dirtyNode, nodeKey{name, id})
 	w.rec.Accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id)
+	w.rec.Accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)")
 	w.changed = true
 }
 
@@ -599,9 +657,17 @@ func (w *watcher) removeService(name string) {
 	}
 	delete(w.services, name)
 	delete(w.byPath, w.r.layout.instancesPath(w.r.cfg.Root, name))
+	delete(w.byPath, w.r.cfg.Root+"/"+name)
 	delete(w.dirtySvc, name)
 	delete(w.touched, name)
-	w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
+	if w.r.layout.readsData() { // Curator: the znode's name is the service's
+		w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
+	}
+	for _, sn := range slices.Sorted(maps.Keys(s.served)) {
+		if sn != name || !w.r.layout.readsData() {
+			w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: sn})
+		}
+	}
 	w.changed = true
 }
 
@@ -612,22 +678,60 @@ func (w *watcher) build() {
 		if !ok {
 			continue
 		}
-		var eps []*endpoint
-		for _, n := range s.nodes {
-			if n.good != nil {
-				eps = append(eps, n.good)
-			}
+		ns := w.r.cfg.Namespace
+		// The instances by the service they belong to, and every service built before (it
+		// stays, without instances, until the service znode goes).
+		eps := map[string][]*endpoint{}
+		hds := map[string]hostData{}
+		for sn, sv := range s.served {
+			hds[sn] = sv.hd
 		}
-		key := model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name}
-		svc, ok, err := buildService(key.Namespace, name, w.r.host, eps, s.ports)
-		switch {
-		case err != nil:
-			w.rec.Reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
-		case ok:
-			w.rec.Set(svc)
-			s.ports = slices.Clone(svc.Ports)
-		default:
-			w.rec.Remove(key)
+		// Nodes in name order, so that of two nodes for the same instance ID (Dubbo: two
+		// provider URLs with the same ip:port that differ in parameters) the same one is served
+		// every time; the other is rejected until it is the only one.
+		ids := map[string]map[string]string{} // service name -> instance ID -> node
+		for _, id := range slices.Sorted(maps.Keys(s.nodes)) {
+			n := s.nodes[id]
+			dupRecord := w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)"
+			if n.good == nil {
+				w.rec.Accept(dupRecord)
+				continue
+			}
+			hd := n.good.svc
+			if hd.Name == "" {
+				hd.Name = name
+			}
+			hd.Namespace = ns
+			if ids[hd.Name] == nil {
+				ids[hd.Name] = map[string]string{}
+			}
+			if first, dup := ids[hd.Name][n.good.inst.ID]; dup {
+				w.rec.Reject(dupRecord, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", n.good.inst.ID, hd.Name, first))
+				continue
+			}
+			w.rec.Accept(dupRecord)
+			ids[hd.Name][n.good.inst.ID] = id
+			eps[hd.Name] = append(eps[hd.Name], n.good)
+			hds[hd.Name] = hd
+		}
+		if len(hds) == 0 && w.r.layout.readsData() {
+			hds[name] = hostData{Name: name, Namespace: ns} // Curator: report the removal
+		}
+		for _, sn := range slices.Sorted(maps.Keys(hds)) {
+			var last []model.Port
+			if sv := s.served[sn]; sv != nil {
+				last = sv.ports
+			}
+			svc, ok, err := buildService(hds[sn], w.r.host, eps[sn], last)
+			switch {
+			case err != nil:
+				w.rec.Reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
+			case ok:
+				w.rec.Set(svc)
+				s.served[sn] = &served{hd: hds[sn], ports: slices.Clone(svc.Ports)}
+			default:
+				w.rec.Remove(model.ServiceKey{Namespace: ns, Name: sn})
+			}
 		}
 	}
 	clear(w.touched)

@@ -1,0 +1,227 @@
+package zookeeper
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
+)
+
+// dubbo is the Dubbo 2 interface-level layout: <root>/<interface>/providers/<provider URL>, the
+// URL (dubbo://10.0.0.1:20880/org.apache.demo.DemoService?group=g1&version=1.0.0&...)
+// URL-encoded as the child's name. The node's data (empty or the same URL) is not read: a
+// provider joining or leaving costs one read of its interface's providers children.
+type dubbo struct {
+	// protocols maps a URL scheme to its protocol: dubboProtocols with the overrides.
+	protocols map[string]model.Protocol
+}
+
+// dubboProtocols are the default protocols of Dubbo's URL schemes. A scheme not listed is TCP.
+var dubboProtocols = map[string]model.Protocol{
+	"dubbo": model.ProtocolTCP,
+	"tri":   model.ProtocolGRPC,
+	"grpc":  model.ProtocolGRPC,
+	"rest":  model.ProtocolHTTP,
+	"http":  model.ProtocolHTTP,
+	"https": model.ProtocolHTTPS,
+}
+
+// dubboPortName is the port name of the dubbo scheme: Istio reads the protocol from the
+// prefix (tcp), and the name says what runs on it.
+const dubboPortName = "tcp-dubbo"
+
+// dubboNonInterfaces are the children of Dubbo's root that are not interfaces (Dubbo 3's
+// interface-to-application mapping, the config center, the metadata report). Java interface
+// names are never these.
+var dubboNonInterfaces = map[string]bool{"mapping": true, "config": true, "metadata": true}
+
+var knownProtocols = []string{"HTTP", "HTTPS", "HTTP2", "GRPC", "TCP", "TLS", "MONGO", "MYSQL", "REDIS", "UDP"}
+
+// protocolOf checks a protocol name given on the command line.
+func protocolOf(s string) (model.Protocol, error) {
+	p := strings.ToUpper(strings.TrimSpace(s))
+	for _, k := range knownProtocols {
+		if p == k {
+			return model.Protocol(p), nil
+		}
+	}
+	return "", fmt.Errorf("unknown protocol %q", s)
+}
+
+func newDubbo(overrides map[string]string) dubbo {
+	d := dubbo{protocols: map[string]model.Protocol{}}
+	for k, v := range dubboProtocols {
+		d.protocols[k] = v
+	}
+	for k, v := range overrides {
+		if p, err := protocolOf(v); err == nil {
+			d.protocols[strings.ToLower(k)] = p
+		}
+	}
+	return d
+}
+
+func (dubbo) isService(name string) bool             { return !dubboNonInterfaces[name] }
+func (dubbo) instancesPath(root, name string) string { return root + "/" + name + "/providers" }
+func (dubbo) readsData() bool                        { return false }
+
+// providerURL is a parsed provider URL.
+type providerURL struct {
+	scheme  string
+	ip      string
+	port    uint32
+	path    string
+	params  url.Values
+	encoded bool // the input was URL-encoded (a znode name), not the URL itself
+}
+
+// parseProviderURL parses a provider URL, URL-encoded (as a znode name) or not (as node data).
+func parseProviderURL(raw string) (providerURL, error) {
+	var pu providerURL
+	s := raw
+	if !strings.Contains(s, "://") {
+		dec, err := url.QueryUnescape(s)
+		if err != nil {
+			return pu, fmt.Errorf("not a URL-encoded provider URL: %w", err)
+		}
+		s, pu.encoded = dec, true
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return pu, fmt.Errorf("not a provider URL: %w", err)
+	}
+	if u.Scheme == "" || u.Host == "" {
+		return pu, fmt.Errorf("%q is not a provider URL: want <protocol>://<ip>:<port>/<interface>?<parameters>", s)
+	}
+	pu.scheme = strings.ToLower(u.Scheme)
+	if pu.params, err = url.ParseQuery(u.RawQuery); err != nil {
+		return pu, fmt.Errorf("parameters: %w", err)
+	}
+	// A consumer (or anything but a provider) is no instance, whatever its address.
+	if side := pu.params.Get("side"); pu.scheme == "consumer" || side != "" && side != "provider" {
+		return pu, errNotInstance
+	}
+	host, port := u.Hostname(), u.Port()
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return pu, fmt.Errorf("address %q is not an IP address", host)
+	}
+	if ip.IsUnspecified() {
+		return pu, fmt.Errorf("address %s is unspecified: a provider registers the address it is reached on", host)
+	}
+	n, err := strconv.ParseUint(port, 10, 32)
+	if err != nil || n < 1 || n > 65535 {
+		return pu, fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	pu.ip, pu.port = ip.String(), uint32(n)
+	pu.path = strings.TrimPrefix(u.Path, "/")
+	return pu, nil
+}
+
+// dubboLabels are the URL parameters copied to endpoint labels (the core sanitises them).
+var dubboLabels = []string{"application", "group", "version", "dubbo", "release", "side"}
+
+func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
+	pu, err := parseProviderURL(id)
+	if err != nil {
+		return endpoint{}, err
+	}
+	q := pu.params
+	e := endpoint{inst: model.Instance{
+		ID:      net.JoinHostPort(pu.ip, strconv.Itoa(int(pu.port))),
+		Address: pu.ip,
+		Health:  model.Healthy,
+	}}
+	if w := q.Get("weight"); w != "" {
+		n, err := strconv.ParseUint(w, 10, 32)
+		if err != nil {
+			return endpoint{}, fmt.Errorf("weight %q: want a whole number from 0", w)
+		}
+		e.inst.Weight = uint32(n)
+	}
+	// Disabled by the provider's own URL (an operator's override under configurators is not
+	// read yet): never served, but kept visible, like Spring's OUT_OF_SERVICE.
+	if strings.EqualFold(q.Get("enabled"), "false") || strings.EqualFold(q.Get("disabled"), "true") {
+		e.inst.Health = model.Draining
+	}
+	for _, k := range dubboLabels {
+		if v := q.Get(k); v != "" {
+			if e.inst.Labels == nil {
+				e.inst.Labels = map[string]string{}
+			}
+			e.inst.Labels[k] = v
+		}
+	}
+	proto, ok := d.protocols[pu.scheme]
+	if !ok {
+		proto = model.ProtocolTCP
+	}
+	port := model.Port{Number: pu.port, Protocol: proto}
+	if pu.scheme == "dubbo" && proto == model.ProtocolTCP {
+		port.Name = dubboPortName
+	}
+	e.ports = []model.Port{port}
+	group, version := q.Get("group"), q.Get("version")
+	e.svc = hostData{Name: dubboName(iface, group, version), Interface: iface, Group: group, Version: version}
+	return e, nil
+}
+
+// dubboName is the service name of (interface, group, version): a DNS-1123 label, unique per
+// triple.
+//
+//   - An interface that is already a DNS label without "--", with no group and no version, is
+//     its own name ("orders").
+//   - Anything else is a readable prefix (the interface, group and version sanitised, joined by
+//     '-', '-' runs collapsed, shortened to fit) then "--" then the first 10 hex digits of the
+//     SHA-256 of interface, group and version separated by NUL bytes:
+//     "org-apache-demo-demoservice-g1-1-0-0--b805551c2d".
+//
+// Names of the first kind never contain "--", names of the second always do, so the two cannot
+// be equal; two of the first kind are equal only for the same interface; two of the second
+// only if 40 bits of SHA-256 collide (and the core reports a name collision rather than
+// overwriting). Lower-casing and '.' to '-' are lossy (DemoService and demoservice, a.b-c and
+// a-b.c), which is why the hash is there; Dubbo's own "providers:iface:version:group" is not a
+// DNS name at all.
+func dubboName(iface, group, version string) string {
+	if iface != "" && group == "" && version == "" && convert.SanitizeDNSLabel(iface) == iface && !strings.Contains(iface, "--") {
+		return iface
+	}
+	sum := sha256.Sum256([]byte(iface + "\x00" + group + "\x00" + version))
+	suffix := "--" + hex.EncodeToString(sum[:])[:10]
+	tail := ""
+	for _, s := range []string{group, version} {
+		if l := collapse(convert.SanitizeDNSLabel(strings.ToLower(s))); l != "" {
+			tail += "-" + l
+		}
+	}
+	head := collapse(convert.SanitizeDNSLabel(strings.ToLower(iface)))
+	budget := 63 - len(suffix)
+	if len(tail) > budget/2 {
+		tail = strings.TrimRight(tail[:budget/2], "-")
+	}
+	// Keep the end of a long interface name: the class name tells services apart.
+	if room := budget - len(tail); len(head) > room {
+		head = strings.TrimLeft(head[len(head)-room:], "-")
+	}
+	prefix := strings.Trim(collapse(head+tail), "-")
+	if prefix == "" {
+		prefix = "dubbo"
+	}
+	return prefix + suffix
+}
+
+// collapse replaces runs of '-' by one.
+func collapse(s string) string {
+	for strings.Contains(s, "--") {
+		s = strings.ReplaceAll(s, "--", "-")
+	}
+	return s
+}
+
+var _ layout = dubbo{}
