@@ -28,6 +28,8 @@ TOOLS_DIR="$SCRIPT_DIR/tools/protoc-gen"
 source "$SCRIPT_DIR/cache-dir.sh"
 # shellcheck source=scripts/gofetch.sh
 source "$SCRIPT_DIR/gofetch.sh"
+# shellcheck source=scripts/apt.sh
+source "$SCRIPT_DIR/apt.sh"
 
 # A go.work above the repository must not change which versions are used.
 export GOWORK=off
@@ -58,29 +60,10 @@ ensure_protoc() {
 	if command -v protoc >/dev/null 2>&1 && well_known_include >/dev/null; then
 		return 0
 	fi
-	local sudo=()
-	if [[ $(id -u) -ne 0 ]]; then
-		if command -v sudo >/dev/null 2>&1; then
-			sudo=(sudo)
-		else
-			log "protoc (with google/protobuf/*.proto) is missing and we are not root:"
-			log "install protobuf-compiler and libprotobuf-dev (apt), or put protoc on PATH"
-			exit 1
-		fi
-	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "protoc is missing and apt-get is not available: install protoc (>= 3.21) and its include files"
-		exit 1
-	fi
-	local start=$SECONDS
-	log "installing protoc: apt-get install protobuf-compiler libprotobuf-dev ..."
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
-		! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libprotobuf-dev >&2; then
-		log "apt-get could not install protobuf-compiler libprotobuf-dev (its output is above); tried: apt-get update, apt-get install; do: install protoc >= 3.21 with its google/protobuf/*.proto include files and put it on PATH, then run make again"
-		exit 1
-	fi
+	galleon_apt_install proto.sh "protoc (with google/protobuf/*.proto)" \
+		"install protoc >= 3.21 with its google/protobuf/*.proto include files and put it on PATH, then run make again" \
+		protobuf-compiler libprotobuf-dev || exit 1
 	well_known_include >/dev/null || { log "protoc installed but google/protobuf/any.proto not found"; exit 1; }
-	log "installed $(protoc --version) in $((SECONDS - start)) s"
 }
 
 # build_plugin OUT PKG: builds one protoc plugin from scripts/tools/protoc-gen (committed go.sum).

@@ -14,6 +14,9 @@
 # GALLEON_ZOOKEEPER_CLASSPATH=<classpath> skips the look-up (a ZooKeeper unpacked elsewhere).
 set -euo pipefail
 
+# shellcheck source=scripts/apt.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/apt.sh"
+
 JAVA_DIR=${GALLEON_ZOOKEEPER_JAVA_DIR:-/usr/share/java}
 ZK_JAR="$JAVA_DIR/zookeeper.jar"
 # The jars zookeeper.jar's manifest (Class-Path) names in Debian's libzookeeper-java 3.8, in that order.
@@ -34,31 +37,10 @@ ensure_zookeeper() {
 	if [[ -f "$ZK_JAR" ]]; then
 		return 0
 	fi
-	local sudo=()
-	if [[ $(id -u) -ne 0 ]]; then
-		if command -v sudo >/dev/null 2>&1; then
-			sudo=(sudo)
-		else
-			log "$ZK_JAR is missing and we are not root (no sudo): install the Debian package zookeeper (apt-get install zookeeper), or set GALLEON_ZOOKEEPER_CLASSPATH"
-			exit 1
-		fi
-	fi
-	if ! command -v apt-get >/dev/null 2>&1; then
-		log "$ZK_JAR is missing and apt-get is not available: install ZooKeeper 3.8 and set GALLEON_ZOOKEEPER_CLASSPATH to its jars"
-		exit 1
-	fi
-	local start=$SECONDS
-	log "installing ZooKeeper: apt-get install -y --no-install-recommends zookeeper ..."
-	if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >&2; then
-		# The package lists may be stale or missing (a fresh container): refresh them once.
-		if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
-			! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends zookeeper >&2; then
-			log "apt-get could not install zookeeper (its output is above); tried: apt-get install, apt-get update, apt-get install; do: install the Debian package zookeeper by hand, or set GALLEON_ZOOKEEPER_CLASSPATH to a ZooKeeper 3.8 classpath"
-			exit 1
-		fi
-	fi
+	galleon_apt_install zookeeper.sh "ZooKeeper ($ZK_JAR)" \
+		"install the Debian package zookeeper by hand, or set GALLEON_ZOOKEEPER_CLASSPATH to a ZooKeeper 3.8 classpath" \
+		zookeeper || exit 1
 	[[ -f "$ZK_JAR" ]] || { log "the zookeeper package is installed but $ZK_JAR is not there: set GALLEON_ZOOKEEPER_CLASSPATH to ZooKeeper's jars"; exit 1; }
-	log "installed ZooKeeper in $((SECONDS - start)) s"
 }
 
 find_java() {

@@ -27,16 +27,31 @@ func TestConformance(t *testing.T) {
 	proxy := registrytest.NewProxy(t, s.Addr())
 	d := &kitDriver{Proxy: proxy, w: writer{c: client(t, s.Addr()), root: "/galleon-kit"}}
 	d.w.ensureRoot(t)
+	// What Curator cannot hold: service labels (the adapter has none to report), and the port's
+	// name (the adapter leaves the default, "http-8080"). Hosts are derived from the name.
+	runKit(t, proxy, Config{Root: d.w.root}, d, func(svc model.Service) model.Service {
+		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
+		svc.Labels = nil
+		for i := range svc.Ports {
+			svc.Ports[i].Name = ""
+		}
+		return svc
+	})
+}
+
+// runKit runs the conformance kit against an adapter of cfg (its Layout and Root; the rest is
+// set here) reaching the server through proxy, the Breaker driver embeds: WithoutRelist and
+// an outage well inside the session, for the reasons TestConformance gives.
+func runKit(t *testing.T, proxy *registrytest.Proxy, cfg Config, d registrytest.Driver, normalize func(model.Service) model.Service) {
+	t.Helper()
+	cfg.Servers = []string{proxy.Addr()}
+	cfg.Namespace = registrytest.DefaultNamespace
+	cfg.SessionTimeout = 10 * time.Second
+	cfg.UnreachableAfter = 300 * time.Millisecond
+	cfg.Logger = testLogger()
 	registrytest.TestRegistry(t,
 		func(t *testing.T) registry.Registry {
-			reg, err := New(Config{
-				Servers:          []string{proxy.Addr()},
-				Root:             d.w.root,
-				Namespace:        registrytest.DefaultNamespace,
-				SessionTimeout:   10 * time.Second,
-				UnreachableAfter: 300 * time.Millisecond,
-				Logger:           testLogger(),
-			})
+			reg, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,17 +61,7 @@ func TestConformance(t *testing.T) {
 		registrytest.WithoutRelist(),
 		registrytest.WithOutage(2*time.Second),
 		registrytest.WithTimeout(20*time.Second),
-		// What Curator cannot hold: service labels (the adapter has none to report), and the
-		// port's name (the adapter leaves the default, "http-8080"). Hosts are derived from the
-		// name.
-		registrytest.WithNormalize(func(svc model.Service) model.Service {
-			svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
-			svc.Labels = nil
-			for i := range svc.Ports {
-				svc.Ports[i].Name = ""
-			}
-			return svc
-		}),
+		registrytest.WithNormalize(normalize),
 	)
 }
 

@@ -8,12 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
 	"github.com/galleon-mesh/galleon/common/registrytest"
 	"github.com/galleon-mesh/galleon/internal/convert"
 )
@@ -266,50 +264,29 @@ func TestDubboConformance(t *testing.T) {
 	if err := d.w.ensure(d.w.root); err != nil {
 		t.Fatal(err)
 	}
-	registrytest.TestRegistry(t,
-		func(t *testing.T) registry.Registry {
-			reg, err := New(Config{
-				Servers:          []string{proxy.Addr()},
-				Layout:           LayoutDubbo,
-				Root:             d.w.root,
-				Namespace:        registrytest.DefaultNamespace,
-				SessionTimeout:   10 * time.Second,
-				UnreachableAfter: 300 * time.Millisecond,
-				Logger:           testLogger(),
-			})
-			if err != nil {
-				t.Fatal(err)
+	runKit(t, proxy, Config{Layout: LayoutDubbo, Root: d.w.root}, d, func(svc model.Service) model.Service {
+		// Hosts derive from the name; Dubbo has no service labels; the port name is left
+		// to the core (rest:// is HTTP, not tcp-dubbo).
+		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
+		svc.Labels = nil
+		for i := range svc.Ports {
+			svc.Ports[i].Name = ""
+		}
+		var insts []model.Instance
+		for _, inst := range svc.Instances {
+			// Dubbo has no Unhealthy provider: it unregisters (the driver writes none).
+			if inst.Health == model.Unhealthy {
+				continue
 			}
-			return reg
-		},
-		d,
-		registrytest.WithoutRelist(),
-		registrytest.WithOutage(2*time.Second),
-		registrytest.WithTimeout(20*time.Second),
-		registrytest.WithNormalize(func(svc model.Service) model.Service {
-			// Hosts derive from the name; Dubbo has no service labels; the port name is left
-			// to the core (rest:// is HTTP, not tcp-dubbo).
-			svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
-			svc.Labels = nil
-			for i := range svc.Ports {
-				svc.Ports[i].Name = ""
-			}
-			var insts []model.Instance
-			for _, inst := range svc.Instances {
-				// Dubbo has no Unhealthy provider: it unregisters (the driver writes none).
-				if inst.Health == model.Unhealthy {
-					continue
-				}
-				// The instance ID is <ip>:<port>; labels are the URL's parameters (the kit's
-				// "version" label would be Dubbo's service version, another service).
-				inst.ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
-				inst.Labels = map[string]string{"application": svc.Name, "side": "provider"}
-				insts = append(insts, inst)
-			}
-			svc.Instances = insts
-			return svc
-		}),
-	)
+			// The instance ID is <ip>:<port>; labels are the URL's parameters (the kit's
+			// "version" label would be Dubbo's service version, another service).
+			inst.ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
+			inst.Labels = map[string]string{"application": svc.Name, "side": "provider"}
+			insts = append(insts, inst)
+		}
+		svc.Instances = insts
+		return svc
+	})
 }
 
 // TestDubboVariantsAndLastProvider: the group/version variants of an interface are distinct

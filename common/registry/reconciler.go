@@ -92,15 +92,6 @@ func (r *Reconciler) SetAll(services []model.Service) {
 	}
 }
 
-// Get returns the state recorded for key, as Set or SetAll left it.
-func (r *Reconciler) Get(key model.ServiceKey) (model.Service, bool) {
-	svc, ok := r.desired[key]
-	return svc, ok
-}
-
-// Len returns how many services are recorded.
-func (r *Reconciler) Len() int { return len(r.desired) }
-
 // Reject records that a registry record is malformed and was skipped
 // (record names it, as for Sink.Rejected). It is reported at the next
 // Flush unless the same record was reported with the same message.

@@ -4,8 +4,12 @@
 package toolcache
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // Dir is ${GALLEON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galleon}. It deliberately does not use
@@ -38,4 +42,32 @@ func Find(envVar, name, version string) (path string, ok bool) {
 	}
 	st, err := os.Stat(path)
 	return path, err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
+// modulePath is the main module, whose directory holds scripts/.
+const modulePath = "github.com/galleon-mesh/galleon"
+
+// RepoRoot walks up from the working directory to the directory whose go.mod declares the main
+// module: where scripts/ is, to build a missing tool.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			sc := bufio.NewScanner(bytes.NewReader(b))
+			for sc.Scan() {
+				f := strings.Fields(sc.Text())
+				if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == modulePath {
+					return dir, nil
+				}
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
 }

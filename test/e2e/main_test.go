@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/internal/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )
 
@@ -88,21 +89,8 @@ func buildCommand(name string) (string, error) {
 	return out, nil
 }
 
-// repoRoot is the main module's directory: two levels above this package (test/e2e).
-func repoRoot() (string, error) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		return "", err
-	}
-	gomod, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil {
-		return "", err
-	}
-	if !bytes.Contains(gomod, []byte("module github.com/galleon-mesh/galleon\n")) {
-		return "", fmt.Errorf("%s/go.mod is not module github.com/galleon-mesh/galleon", root)
-	}
-	return root, nil
-}
+// repoRoot is the main module's directory.
+func repoRoot() (string, error) { return toolcache.RepoRoot() }
 
 // galleon is a running Galleon binary.
 type galleon struct {

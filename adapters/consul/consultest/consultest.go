@@ -8,7 +8,6 @@
 package consultest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -21,14 +20,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/internal/serverproc"
 	"github.com/galleon-mesh/galleon/internal/toolcache"
 )
 
@@ -39,7 +37,6 @@ const Version = "1.22.6"
 const EnvBinary = "GALLEON_CONSUL_BIN"
 
 const (
-	modulePath = "github.com/galleon-mesh/galleon"
 	// startTimeout bounds one start (process up, leader elected, token usable).
 	startTimeout = 60 * time.Second
 	stopGrace    = 10 * time.Second
@@ -68,7 +65,7 @@ func Binary(t testing.TB) string {
 	}
 	// Two tests (or test binaries) building at once is safe: the script
 	// takes a lock per binary, and the second finds the first's result.
-	root, err := repoRoot()
+	root, err := toolcache.RepoRoot()
 	if err != nil {
 		t.Fatalf("consultest: consul %s is not at %s and scripts/consul.sh cannot be found to build it: %v (run `make consul` in the repository, or set $%s)", Version, p, err, EnvBinary)
 	}
@@ -103,31 +100,6 @@ func checkExecutable(p string) error {
 	return nil
 }
 
-// repoRoot walks up from the working directory to the directory whose go.mod declares
-// module github.com/galleon-mesh/galleon.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == modulePath {
-					return dir, nil
-				}
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
-		}
-		dir = parent
-	}
-}
-
 // Options configures Start.
 type Options struct {
 	Datacenter string // default "dc1"
@@ -158,8 +130,9 @@ type Agent struct {
 	opts  Options
 	ports agentPorts
 
-	mu   sync.Mutex
-	proc *process
+	mu      sync.Mutex
+	proc    *serverproc.Process
+	logFile *os.File // the process's output; closed once it is stopped
 }
 
 type agentPorts struct{ http, serfLAN, serfWAN, server int }
@@ -294,13 +267,15 @@ func (a *Agent) start(t testing.TB) error {
 		return err
 	}
 	fmt.Fprintf(logf, "==== consultest: starting %s agent -config-file %s (%s)\n", a.bin, a.ConfigPath, time.Now().Format(time.RFC3339Nano))
-	p, err := startProcess(a.bin, []string{"agent", "-config-file", a.ConfigPath}, a.dir, logf)
+	cmd := exec.Command(a.bin, "agent", "-config-file", a.ConfigPath)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = a.dir, logf, logf
+	p, err := serverproc.Start(cmd)
 	if err != nil {
 		logf.Close()
 		return err
 	}
 	a.mu.Lock()
-	a.proc = p
+	a.proc, a.logFile = p, logf
 	a.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -309,7 +284,7 @@ func (a *Agent) start(t testing.TB) error {
 
 // waitReady polls until the agent has a leader, lists its own node in the catalog (so the
 // leader has established itself and writes work) and, with ACL, accepts its token.
-func (a *Agent) waitReady(ctx context.Context, p *process) error {
+func (a *Agent) waitReady(ctx context.Context, p *serverproc.Process) error {
 	return poll(ctx, p, func() (bool, error) {
 		var leader string
 		if err := a.Do(ctx, "GET", "/v1/status/leader", nil, &leader); err != nil {
@@ -360,12 +335,12 @@ func (a *Agent) waitDatacenters(ctx context.Context, dcs ...string) error {
 }
 
 // poll calls cond every 20-200ms until it returns true, ctx ends or p exits.
-func poll(ctx context.Context, p *process, cond func() (bool, error)) error {
+func poll(ctx context.Context, p *serverproc.Process, cond func() (bool, error)) error {
 	delay := 20 * time.Millisecond
 	var lastErr error
 	for {
 		if p != nil {
-			if exited, err := p.exited(); exited {
+			if exited, err := p.Exited(); exited {
 				return fmt.Errorf("consul exited: %v", err)
 			}
 		}
@@ -402,14 +377,15 @@ func (a *Agent) bindClash() bool {
 func (a *Agent) Stop(t testing.TB) {
 	t.Helper()
 	a.mu.Lock()
-	p := a.proc
+	p, logf := a.proc, a.logFile
 	a.mu.Unlock()
 	if p == nil {
 		return
 	}
-	if killed := p.stop(stopGrace); killed {
+	if killed := p.Stop(stopGrace); killed {
 		t.Logf("consultest: consul %s did not stop %v after SIGTERM, killed it", a.Datacenter, stopGrace)
 	}
+	logf.Close() // a second Stop closes it again: harmless
 }
 
 // Restart stops the agent and starts it again on the same ports and data directory (catalog
@@ -443,7 +419,7 @@ func (a *Agent) Running() bool {
 	if p == nil {
 		return false
 	}
-	exited, _ := p.exited()
+	exited, _ := p.Exited()
 	return !exited
 }
 
@@ -756,72 +732,4 @@ func newUUID() string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
-// process is a started consul process.
-type process struct {
-	cmd     *exec.Cmd
-	logFile *os.File
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
-	killed  bool
-}
-
-func startProcess(bin string, args []string, dir string, logFile *os.File) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
-	p := &process{cmd: cmd, logFile: logFile, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child exits: keep this goroutine on
-		// its thread until the child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	return p, nil
-}
-
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.waitErr
-	default:
-		return false, nil
-	}
-}
-
-// stop sends SIGTERM, then SIGKILL after grace, waits for the exit and closes the log.
-// It reports whether it had to kill.
-func (p *process) stop(grace time.Duration) bool {
-	p.once.Do(func() {
-		defer p.logFile.Close()
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-			p.killed = true
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p.killed
 }

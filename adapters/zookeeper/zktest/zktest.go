@@ -10,7 +10,6 @@
 package zktest
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"fmt"
@@ -19,17 +18,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/serverproc"
+	"github.com/galleon-mesh/galleon/internal/toolcache"
 )
 
 const (
-	modulePath = "github.com/galleon-mesh/galleon"
 	// mainClass runs one standalone server from a zoo.cfg.
 	mainClass = "org.apache.zookeeper.server.ZooKeeperServerMain"
 	// startTimeout bounds one start: JVM up, port bound, ruok answered.
@@ -55,8 +54,9 @@ type Server struct {
 	opts                           Options
 	port                           int
 
-	mu   sync.Mutex
-	proc *process
+	mu      sync.Mutex
+	proc    *serverproc.Process
+	logFile *os.File // the process's output; closed once it is stopped
 }
 
 // Start starts a server (see the package comment), waits until it answers ruok with imok, and
@@ -114,7 +114,7 @@ func Start(t testing.TB, opts Options) *Server {
 // the test, never skips, when they cannot be found.
 func Tools(t testing.TB) (java, classpath string) {
 	t.Helper()
-	root, err := repoRoot()
+	root, err := toolcache.RepoRoot()
 	if err != nil {
 		t.Fatalf("zktest: scripts/zookeeper.sh cannot be found: %v (run the test from within the repository)", err)
 	}
@@ -134,31 +134,6 @@ func Tools(t testing.TB) (java, classpath string) {
 		return out
 	}
 	return run("java"), run("classpath")
-}
-
-// repoRoot walks up from the working directory to the directory whose go.mod declares
-// module github.com/galleon-mesh/galleon.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
-			sc := bufio.NewScanner(bytes.NewReader(b))
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == modulePath {
-					return dir, nil
-				}
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
-		}
-		dir = parent
-	}
 }
 
 func (s *Server) writeConfig() error {
@@ -186,18 +161,20 @@ func (s *Server) start() error {
 	}
 	args = append(args, "-cp", s.classpath, mainClass, s.cfgPath)
 	fmt.Fprintf(logf, "==== zktest: starting %s %s (%s)\n", s.java, strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
-	p, err := startProcess(s.java, args, s.dir, logf)
+	cmd := exec.Command(s.java, args...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, logf, logf
+	p, err := serverproc.Start(cmd)
 	if err != nil {
 		logf.Close()
 		return err
 	}
 	s.mu.Lock()
-	s.proc = p
+	s.proc, s.logFile = p, logf
 	s.mu.Unlock()
 	deadline := time.Now().Add(startTimeout)
 	delay := 20 * time.Millisecond
 	for {
-		if exited, err := p.exited(); exited {
+		if exited, err := p.Exited(); exited {
 			return fmt.Errorf("zookeeper exited: %v", err)
 		}
 		// ruok answers imok as soon as the process runs; srvr says whether it serves yet (after a
@@ -234,14 +211,15 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
-	p := s.proc
+	p, logf := s.proc, s.logFile
 	s.mu.Unlock()
 	if p == nil {
 		return
 	}
-	if p.stop(stopGrace) {
+	if p.Stop(stopGrace) {
 		t.Logf("zktest: zookeeper did not stop %v after SIGTERM, killed it", stopGrace)
 	}
+	logf.Close() // a second Stop closes it again: harmless
 }
 
 // Restart stops the server and starts it again on the same port and data directory: the tree
@@ -456,72 +434,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// process is a started server process.
-type process struct {
-	cmd     *exec.Cmd
-	logFile *os.File
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
-	killed  bool
-}
-
-func startProcess(bin string, args []string, dir string, logFile *os.File) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
-	p := &process{cmd: cmd, logFile: logFile, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child exits: keep this goroutine on
-		// its thread until the child is gone.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	return p, nil
-}
-
-func (p *process) exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.waitErr
-	default:
-		return false, nil
-	}
-}
-
-// stop sends SIGTERM, then SIGKILL after grace, waits for the exit and closes the log. It
-// reports whether it had to kill.
-func (p *process) stop(grace time.Duration) bool {
-	p.once.Do(func() {
-		defer p.logFile.Close()
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(grace):
-			p.killed = true
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p.killed
 }

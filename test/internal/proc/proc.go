@@ -11,12 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/serverproc"
 )
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.
@@ -40,12 +39,9 @@ type Config struct {
 // Process is a started process.
 type Process struct {
 	Config
-	t       testing.TB
-	cmd     *exec.Cmd
-	logFile *os.File
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
+	*serverproc.Process // Pid, Done, Exited, Signal
+	t                   testing.TB
+	logFile             *os.File
 }
 
 // Start starts the process. It is stopped in t.Cleanup, after which, if the test failed, the
@@ -79,27 +75,12 @@ func Start(t testing.TB, c Config) (*Process, error) {
 	cmd.Env = c.Env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = sysProcAttr()
-	p := &Process{Config: c, t: t, cmd: cmd, logFile: logFile, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		// Linux sends Pdeathsig when the *thread* that forked the child exits, not the process,
-		// and the Go runtime may retire threads: keep the forking goroutine locked to its thread
-		// until the child is gone, or the child can be SIGKILLed in the middle of a test.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.waitErr = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
+	sp, err := serverproc.Start(cmd)
+	if err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", c.Path, err)
+		return nil, err
 	}
+	p := &Process{Config: c, Process: sp, t: t, logFile: logFile}
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -109,44 +90,13 @@ func Start(t testing.TB, c Config) (*Process, error) {
 	return p, nil
 }
 
-// Pid is the process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
 // Stop sends SIGTERM, then SIGKILL after StopGrace, and waits for the exit. Idempotent.
 func (p *Process) Stop() {
-	p.once.Do(func() {
-		defer p.logFile.Close()
-		select {
-		case <-p.done:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(p.StopGrace):
-			p.t.Logf("%s did not stop %v after SIGTERM, killing it", p.Name, p.StopGrace)
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
-}
-
-// Signal sends sig to the process (e.g. SIGSTOP to simulate a hung server).
-func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
-
-// Exited reports whether the process has exited, and how.
-func (p *Process) Exited() (bool, error) {
-	select {
-	case <-p.done:
-		return true, p.waitErr
-	default:
-		return false, nil
+	if p.Process.Stop(p.StopGrace) {
+		p.t.Logf("%s did not stop %v after SIGTERM, killed it", p.Name, p.StopGrace)
 	}
+	p.logFile.Close() // a second Stop closes it again: harmless
 }
-
-// Done is closed when the process has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Log returns the whole log so far.
 func (p *Process) Log() string {

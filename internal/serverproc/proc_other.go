@@ -1,6 +1,6 @@
 //go:build !linux
 
-package consultest
+package serverproc
 
 import "syscall"
 

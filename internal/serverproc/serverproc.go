@@ -1,0 +1,92 @@
+// Package serverproc starts and stops the server processes tests run against (istiod, Consul,
+// ZooKeeper, Galleon's own binaries): killed with the test binary if it dies, stopped with
+// SIGTERM then SIGKILL. The one implementation behind consultest, zktest and test/internal/proc.
+package serverproc
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a started server process.
+type Process struct {
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+	once    sync.Once
+	killed  bool
+}
+
+// Start starts cmd, which the caller has set up (path, arguments, directory, environment,
+// output), and waits for it in the background. On Linux the process is killed if the test binary
+// dies (Pdeathsig), so an interrupted run leaves no server behind.
+func Start(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = sysProcAttr()
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() { // ends when the process has exited
+		// Linux sends Pdeathsig when the *thread* that forked the child exits, not the process,
+		// and the Go runtime may retire threads: keep this goroutine on its thread until the
+		// child is gone, or the child can be killed in the middle of a test.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("starting %s: %w", cmd.Path, err)
+	}
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Done is closed when the process has exited.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.waitErr
+	default:
+		return false, nil
+	}
+}
+
+// Signal sends sig to the process (e.g. SIGSTOP to simulate a hung server).
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Stop sends SIGTERM, then SIGKILL after grace, and waits for the exit. It reports whether it
+// had to kill. Idempotent: later calls wait for nothing and report the first call's answer.
+func (p *Process) Stop(grace time.Duration) (killed bool) {
+	p.once.Do(func() {
+		select {
+		case <-p.done:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-p.done:
+		case <-timer.C:
+			p.killed = true
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p.killed
+}
