@@ -10,6 +10,8 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/galleon-mesh/galleon/internal/convert"
 )
 
@@ -76,6 +78,9 @@ type Config struct {
 	ListConcurrency int
 	// Logger receives the adapter's own logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Registerer receives the adapter's metrics (galleon_zookeeper_*); nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
 
 	// dial replaces net.DialTimeout (tests: zktest.Sessions.Dial).
 	dial func(network, address string, timeout time.Duration) (net.Conn, error)

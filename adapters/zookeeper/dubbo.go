@@ -69,6 +69,7 @@ func newDubbo(overrides map[string]string) dubbo {
 
 func (dubbo) isService(name string) bool             { return !dubboNonInterfaces[name] }
 func (dubbo) instancesPath(root, name string) string { return root + "/" + name + "/providers" }
+func (dubbo) overridesPath(root, name string) string { return root + "/" + name + "/configurators" }
 func (dubbo) readsData() bool                        { return false }
 
 // providerURL is a parsed provider URL.
@@ -88,20 +89,20 @@ func parseProviderURL(raw string) (providerURL, error) {
 	if !strings.Contains(s, "://") {
 		dec, err := url.QueryUnescape(s)
 		if err != nil {
-			return pu, fmt.Errorf("not a URL-encoded provider URL: %w", err)
+			return pu, bad(reasonURL, fmt.Errorf("not a URL-encoded provider URL: %w", err))
 		}
 		s, pu.encoded = dec, true
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return pu, fmt.Errorf("not a provider URL: %w", err)
+		return pu, bad(reasonURL, fmt.Errorf("not a provider URL: %w", err))
 	}
 	if u.Scheme == "" || u.Host == "" {
-		return pu, fmt.Errorf("%q is not a provider URL: want <protocol>://<ip>:<port>/<interface>?<parameters>", s)
+		return pu, bad(reasonURL, fmt.Errorf("%q is not a provider URL: want <protocol>://<ip>:<port>/<interface>?<parameters>", s))
 	}
 	pu.scheme = strings.ToLower(u.Scheme)
 	if pu.params, err = url.ParseQuery(u.RawQuery); err != nil {
-		return pu, fmt.Errorf("parameters: %w", err)
+		return pu, bad(reasonParameter, fmt.Errorf("parameters: %w", err))
 	}
 	// A consumer (or anything but a provider) is no instance, whatever its address.
 	if side := pu.params.Get("side"); pu.scheme == "consumer" || side != "" && side != "provider" {
@@ -110,14 +111,14 @@ func parseProviderURL(raw string) (providerURL, error) {
 	host, port := u.Hostname(), u.Port()
 	ip := net.ParseIP(host)
 	if ip == nil {
-		return pu, fmt.Errorf("address %q is not an IP address", host)
+		return pu, bad(reasonAddress, fmt.Errorf("address %q is not an IP address", host))
 	}
 	if ip.IsUnspecified() {
-		return pu, fmt.Errorf("address %s is unspecified: a provider registers the address it is reached on", host)
+		return pu, bad(reasonAddress, fmt.Errorf("address %s is unspecified: a provider registers the address it is reached on", host))
 	}
 	n, err := strconv.ParseUint(port, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return pu, fmt.Errorf("port %q: want 1 to 65535", port)
+		return pu, bad(reasonPort, fmt.Errorf("port %q: want 1 to 65535", port))
 	}
 	pu.ip, pu.port = ip.String(), uint32(n)
 	pu.path = strings.TrimPrefix(u.Path, "/")
@@ -141,12 +142,12 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	if w := q.Get("weight"); w != "" {
 		n, err := strconv.ParseUint(w, 10, 32)
 		if err != nil {
-			return endpoint{}, fmt.Errorf("weight %q: want a whole number from 0", w)
+			return endpoint{}, bad(reasonParameter, fmt.Errorf("weight %q: want a whole number from 0", w))
 		}
 		e.inst.Weight = uint32(n)
 	}
-	// Disabled by the provider's own URL (an operator's override under configurators is not
-	// read yet): never served, but kept visible, like Spring's OUT_OF_SERVICE.
+	// Disabled by the provider's own URL: never served, but kept visible, like Spring's
+	// OUT_OF_SERVICE. An operator's override (configurators) may enable it again.
 	if strings.EqualFold(q.Get("enabled"), "false") || strings.EqualFold(q.Get("disabled"), "true") {
 		e.inst.Health = model.Draining
 	}
@@ -222,6 +223,149 @@ func collapse(s string) string {
 		s = strings.ReplaceAll(s, "--", "-")
 	}
 	return s
+}
+
+// override is one of Dubbo 2's dynamic configuration rules under <interface>/configurators, as
+// Dubbo Admin writes them to disable a provider or change its weight:
+// override://10.0.0.1:20880/org.apache.demo.DemoService?category=configurators&disabled=true,
+// URL-encoded as the node's name. The rules for which providers one applies to follow Dubbo's
+// AbstractConfigurator (see docs/adapters/zookeeper.md).
+type override struct {
+	ip   string // "" for every host (0.0.0.0, anyhost)
+	port uint32 // 0 for every port
+	// application, group and version restrict the rule when set ("*" is unset).
+	application, group, version string
+	// disabled: leave out (disable), serve again a provider that a broader rule or its own URL
+	// disabled (enable), or leave as it is (keep).
+	disabled  switchRule
+	weight    uint32
+	hasWeight bool
+}
+
+// switchRule is what an override says of a provider's being served. Plain values, so that two
+// parses of the same rules compare equal.
+type switchRule uint8
+
+const (
+	keep switchRule = iota
+	disable
+	enable
+)
+
+// parseOverride parses one child of <interface>/configurators. errNotInstance: a node Dubbo
+// writes that is no rule for providers (empty://, a consumer-side rule, a rule whose
+// enabled=false switches it off).
+func parseOverride(raw string) (override, error) {
+	var o override
+	dec, err := url.QueryUnescape(raw)
+	if err != nil {
+		return o, fmt.Errorf("not a URL-encoded override URL: %w", err)
+	}
+	u, err := url.Parse(dec)
+	if err != nil {
+		return o, fmt.Errorf("not an override URL: %w", err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "override":
+	case "empty", "absent":
+		return o, errNotInstance // Dubbo's "no rule" markers; absent rules are Dubbo 2.5's deletions
+	default:
+		return o, fmt.Errorf("%q is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", dec)
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return o, fmt.Errorf("parameters: %w", err)
+	}
+	if side := q.Get("side"); side != "" && side != "provider" {
+		return o, errNotInstance
+	}
+	if strings.EqualFold(q.Get("enabled"), "false") {
+		return o, errNotInstance
+	}
+	switch host := u.Hostname(); {
+	case host == "" || host == "0.0.0.0" || host == "*" || strings.EqualFold(q.Get("anyhost"), "true"):
+	default:
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return o, fmt.Errorf("address %q is not an IP address (nor 0.0.0.0 for every provider)", host)
+		}
+		o.ip = ip.String()
+	}
+	if p := u.Port(); p != "" && p != "0" {
+		n, err := strconv.ParseUint(p, 10, 32)
+		if err != nil || n < 1 || n > 65535 {
+			return o, fmt.Errorf("port %q: want 1 to 65535, or none for every port", p)
+		}
+		o.port = uint32(n)
+	}
+	for k, dst := range map[string]*string{"application": &o.application, "group": &o.group, "version": &o.version} {
+		if v := q.Get(k); v != "*" {
+			*dst = v
+		}
+	}
+	if v := q.Get("disabled"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, fmt.Errorf("disabled=%q: want true or false", v)
+		}
+		o.disabled = enable
+		if b {
+			o.disabled = disable
+		}
+	}
+	if v := q.Get("weight"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			return o, fmt.Errorf("weight=%q: want a whole number from 0", v)
+		}
+		o.weight, o.hasWeight = uint32(n), true
+	}
+	if o.disabled == keep && !o.hasWeight {
+		// A rule about something the mesh does not serve (timeout, loadbalance, ...).
+		return o, errNotInstance
+	}
+	return o, nil
+}
+
+// applies reports whether o is about provider e.
+func (o override) applies(e *endpoint) bool {
+	if o.ip != "" && o.ip != e.inst.Address {
+		return false
+	}
+	if o.port != 0 && (len(e.ports) == 0 || e.ports[0].Number != o.port) {
+		return false
+	}
+	return (o.application == "" || o.application == e.inst.Labels["application"]) &&
+		(o.group == "" || o.group == e.svc.Group) &&
+		(o.version == "" || o.version == e.svc.Version)
+}
+
+// withOverrides returns e as the rules make it. Like Dubbo, rules for every host apply first and
+// rules for one host after them, so the more specific rule wins; rules of one kind apply in the
+// order of their node names, so the result does not depend on the order they were read in.
+func withOverrides(e *endpoint, rules []override) *endpoint {
+	out := e
+	for _, anyHost := range []bool{true, false} {
+		for _, o := range rules {
+			if (o.ip == "") != anyHost || !o.applies(e) {
+				continue
+			}
+			if out == e {
+				c := *e
+				out = &c
+			}
+			switch o.disabled {
+			case disable:
+				out.inst.Health = model.Draining
+			case enable:
+				out.inst.Health = model.Healthy
+			}
+			if o.hasWeight {
+				out.inst.Weight = o.weight
+			}
+		}
+	}
+	return out
 }
 
 var _ layout = dubbo{}

@@ -473,3 +473,237 @@ func TestDubboDuplicateProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestParseDubboOverride is a table test of the configurators rule parser and of which providers
+// a rule applies to (no ZooKeeper).
+func TestParseDubboOverride(t *testing.T) {
+	enc := url.QueryEscape
+	for _, tc := range []struct {
+		name, id string
+		want     override
+		err      string // a substring of the error; "-" for errNotInstance
+	}{
+		{name: "disable one address", id: enc("override://10.0.0.2:20880/x.Y?category=configurators&dynamic=false&disabled=true"),
+			want: override{ip: "10.0.0.2", port: 20880, disabled: disable}},
+		{name: "every host, weight", id: enc("override://0.0.0.0/x.Y?category=configurators&weight=50&application=*"),
+			want: override{weight: 50, hasWeight: true}},
+		{name: "enable, restricted", id: enc("override://10.0.0.2/x.Y?disabled=false&application=shop&group=g1&version=1.0.0"),
+			want: override{ip: "10.0.0.2", disabled: enable, application: "shop", group: "g1", version: "1.0.0"}},
+		{name: "anyhost parameter", id: enc("override://10.9.9.9/x.Y?anyhost=true&disabled=true"), want: override{disabled: disable}},
+		{name: "empty marker", id: enc("empty://10.0.0.1/x.Y?category=configurators"), err: "-"},
+		{name: "consumer side", id: enc("override://0.0.0.0/x.Y?side=consumer&disabled=true"), err: "-"},
+		{name: "rule switched off", id: enc("override://0.0.0.0/x.Y?enabled=false&disabled=true"), err: "-"},
+		{name: "nothing the mesh serves", id: enc("override://0.0.0.0/x.Y?timeout=5000"), err: "-"},
+		{name: "not an override", id: enc("dubbo://10.0.0.1:20880/x.Y"), err: "not an override URL"},
+		{name: "bad escape", id: "override%3A%2F%2F%ZZ", err: "URL-encoded"},
+		{name: "host name", id: enc("override://provider.local/x.Y?disabled=true"), err: "not an IP address"},
+		{name: "bad disabled", id: enc("override://0.0.0.0/x.Y?disabled=maybe"), err: "disabled="},
+		{name: "bad weight", id: enc("override://0.0.0.0/x.Y?weight=-3"), err: "weight="},
+		{name: "bad port", id: enc("override://10.0.0.1:70000/x.Y?disabled=true"), err: "port"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseOverride(tc.id)
+			switch {
+			case tc.err == "-":
+				if !errors.Is(err, errNotInstance) {
+					t.Fatalf("err = %v, want errNotInstance", err)
+				}
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.err)
+				}
+			case err != nil:
+				t.Fatal(err)
+			case got != tc.want:
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	d := newDubbo(nil)
+	provider := func(raw string) *endpoint {
+		e, err := d.parseInstance("x.Y", url.QueryEscape(raw), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &e
+	}
+	a := provider("dubbo://10.0.0.1:20880/x.Y?application=shop&weight=100")
+	b := provider("dubbo://10.0.0.2:20880/x.Y?application=shop&weight=100")
+	c := provider("dubbo://10.0.0.2:20881/x.Y?application=other&enabled=false")
+	rule := func(raw string) override {
+		o, err := parseOverride(url.QueryEscape(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	rules := []override{
+		rule("override://10.0.0.2:20880/x.Y?disabled=false"), // specific: applies after the broad one
+		rule("override://0.0.0.0/x.Y?disabled=true&application=shop"),
+		rule("override://0.0.0.0/x.Y?weight=7"),
+		rule("override://10.0.0.2/x.Y?disabled=false&application=other"),
+	}
+	for _, tc := range []struct {
+		e      *endpoint
+		health model.Health
+		weight uint32
+	}{
+		{a, model.Draining, 7}, // the shop-wide disable
+		{b, model.Healthy, 7},  // disabled shop-wide, enabled for its address and port
+		{c, model.Healthy, 7},  // disabled by its own URL, enabled by a rule for its host and application
+	} {
+		got := withOverrides(tc.e, rules)
+		if got.inst.Health != tc.health || got.inst.Weight != tc.weight {
+			t.Errorf("%s: health %v weight %d, want %v %d", tc.e.inst.ID, got.inst.Health, got.inst.Weight, tc.health, tc.weight)
+		}
+	}
+	if a.inst.Health != model.Healthy || a.inst.Weight != 100 {
+		t.Errorf("withOverrides changed its argument: %+v", a.inst)
+	}
+	if got := withOverrides(a, nil); got != a {
+		t.Errorf("withOverrides without rules copied the endpoint")
+	}
+}
+
+// TestDubboConfigurators: an operator's override under <interface>/configurators, against a real
+// ZooKeeper: disabling one address leaves it out (the configurators node created after the
+// adapter started, so it is found through the interface znode's watch), a weight rule for every
+// host applies to all, a malformed rule is rejected by its path and the rest still applies,
+// and deleting the rules serves the providers as registered again.
+func TestDubboConfigurators(t *testing.T) {
+	s := startServer(t)
+	w := dubboWriter{c: client(t, s.Addr()), root: "/dubbo"}
+	const iface = "org.apache.demo.OrderService"
+	if err := w.set(iface, "dubbo://10.0.0.1:20880/"+iface+"?weight=100", "dubbo://10.0.0.2:20880/"+iface+"?weight=100"); err != nil {
+		t.Fatal(err)
+	}
+	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
+	name := dubboName(iface, "", "")
+	rec.WaitFor(t, waitTimeout, hasInstances(name, "10.0.0.1:20880", "10.0.0.2:20880"))
+
+	type want struct {
+		health model.Health
+		weight uint32
+	}
+	served := func(wants map[string]want) func(map[model.ServiceKey]model.Service) bool {
+		return func(st map[model.ServiceKey]model.Service) bool {
+			svc, ok := st[key(name)]
+			if !ok || len(svc.Instances) != len(wants) {
+				return false
+			}
+			for _, inst := range svc.Instances {
+				if w, ok := wants[inst.ID]; !ok || inst.Health != w.health || inst.Weight != w.weight {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	cfgs := w.root + "/" + iface + "/configurators"
+	disableB := url.QueryEscape("override://10.0.0.2:20880/" + iface + "?category=configurators&dynamic=false&disabled=true")
+	if err := w.ensure(cfgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ensure(cfgs + "/" + disableB); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, waitTimeout, served(map[string]want{"10.0.0.1:20880": {model.Healthy, 100}, "10.0.0.2:20880": {model.Draining, 100}}))
+
+	weight := url.QueryEscape("override://0.0.0.0/" + iface + "?category=configurators&weight=25")
+	bad := url.QueryEscape("override://10.0.0.1/" + iface + "?disabled=perhaps")
+	for _, id := range []string{weight, bad} {
+		if err := w.ensure(cfgs + "/" + id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.WaitFor(t, waitTimeout, served(map[string]want{"10.0.0.1:20880": {model.Healthy, 25}, "10.0.0.2:20880": {model.Draining, 25}}))
+	record := cfgs + "/" + bad
+	lastRejection := func(events []registrytest.Event) (err error, seen bool) {
+		for _, e := range events {
+			if e.Op == registrytest.OpRejected && e.Record == record {
+				err, seen = e.Err, true
+			}
+		}
+		return err, seen
+	}
+	rec.WaitForEvents(t, waitTimeout, func(events []registrytest.Event) bool {
+		err, seen := lastRejection(events)
+		return seen && err != nil && strings.Contains(err.Error(), "disabled=")
+	})
+
+	// Every rule removed, the configurators node too: as registered, the rejection cleared.
+	if err := w.removeAll(cfgs); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, waitTimeout, served(map[string]want{"10.0.0.1:20880": {model.Healthy, 100}, "10.0.0.2:20880": {model.Healthy, 100}}))
+	rec.WaitForEvents(t, waitTimeout, func(events []registrytest.Event) bool {
+		err, seen := lastRejection(events)
+		return seen && err == nil
+	})
+	// The configurators node comes back with a rule: it is found again.
+	if err := w.ensure(cfgs); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ensure(cfgs + "/" + disableB); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, waitTimeout, served(map[string]want{"10.0.0.1:20880": {model.Healthy, 100}, "10.0.0.2:20880": {model.Draining, 100}}))
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDubboRemovedInterfacesReleaseWatches: every interface costs two or three children watches
+// (its providers, and its configurators or, while those are missing, the interface znode), and
+// a removed interface leaves none behind on the server.
+func TestDubboRemovedInterfacesReleaseWatches(t *testing.T) {
+	s := startServer(t)
+	w := dubboWriter{c: client(t, s.Addr()), root: "/dubbo"}
+	if err := w.ensure(w.root); err != nil {
+		t.Fatal(err)
+	}
+	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
+	rec.WaitForEvents(t, waitTimeout, func(events []registrytest.Event) bool {
+		return slices.ContainsFunc(events, func(e registrytest.Event) bool { return e.Op == registrytest.OpReplace })
+	})
+	base := waitWatches(t, s, func(int) bool { return true })
+	const interfaces = 20
+	for i := range interfaces {
+		iface := "org.apache.demo.Service" + strconv.Itoa(i)
+		if err := w.set(iface, "dubbo://10.0.0."+strconv.Itoa(i+1)+":20880/"+iface); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // half with a configurators node and a rule in it
+			cfgs := w.root + "/" + iface + "/configurators"
+			if err := w.ensure(cfgs); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.ensure(cfgs + "/" + url.QueryEscape("override://0.0.0.0/"+iface+"?weight=5")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool {
+		if len(st) != interfaces {
+			return false
+		}
+		for i := range interfaces {
+			svc := st[key(dubboName("org.apache.demo.Service"+strconv.Itoa(i), "", ""))]
+			if len(svc.Instances) != 1 || (i%2 == 0) != (svc.Instances[0].Weight == 5) {
+				return false
+			}
+		}
+		return true
+	})
+	// A third, on the interface znode, may be left from a read that raced with the creation of
+	// configurators: it fires at the interface's next change of children, or its removal.
+	waitWatches(t, s, func(n int) bool { return n >= base+2*interfaces && n <= base+3*interfaces })
+	for i := range interfaces {
+		if err := w.remove("org.apache.demo.Service" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool { return len(st) == 0 })
+	waitWatches(t, s, func(n int) bool { return n == base })
+}

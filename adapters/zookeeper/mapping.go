@@ -23,6 +23,10 @@ type layout interface {
 	// child itself, or a node under it (then the adapter watches the root's child for it to
 	// appear while it is missing).
 	instancesPath(root, name string) string
+	// overridesPath is the znode whose children are operators' rules that change the service's
+	// instances (Dubbo's configurators, parsed by parseOverride), or "" when the layout has
+	// none. The adapter watches it like instancesPath.
+	overridesPath(root, name string) string
 	// readsData: the instance is in the node's data, read and watched; else it is all in the
 	// node's name and parseInstance gets nil data.
 	readsData() bool
@@ -76,21 +80,22 @@ type springPayload struct {
 
 func (curator) isService(string) bool                  { return true }
 func (curator) instancesPath(root, name string) string { return root + "/" + name }
+func (curator) overridesPath(string, string) string    { return "" }
 func (curator) readsData() bool                        { return true }
 
 func (curator) parseInstance(name, id string, data []byte) (endpoint, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return endpoint{}, errors.New("the node holds no data: want a Curator ServiceInstance as JSON")
+		return endpoint{}, bad(reasonJSON, errors.New("the node holds no data: want a Curator ServiceInstance as JSON"))
 	}
 	var ci curatorInstance
 	if err := json.Unmarshal(data, &ci); err != nil {
-		return endpoint{}, fmt.Errorf("not a Curator ServiceInstance in JSON: %w", err)
+		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %w", err))
 	}
 	if ci.Address == "" {
-		return endpoint{}, errors.New(`no "address": give the instance's IP address or host name`)
+		return endpoint{}, bad(reasonAddress, errors.New(`no "address": give the instance's IP address or host name`))
 	}
 	if strings.ContainsAny(ci.Address, " /\t\n") {
-		return endpoint{}, fmt.Errorf(`"address" %q is neither an IP address nor a host name`, ci.Address)
+		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %q is neither an IP address nor a host name`, ci.Address))
 	}
 	meta := metadata(ci.Payload)
 	e := endpoint{inst: model.Instance{ID: id, Address: ci.Address, Labels: meta, Health: model.Healthy}}
@@ -111,21 +116,21 @@ func (curator) parseInstance(name, id string, data []byte) (endpoint, error) {
 	}
 	if ci.Port != nil {
 		if *ci.Port < 1 || *ci.Port > 65535 {
-			return endpoint{}, fmt.Errorf(`"port" %d: want 1 to 65535`, *ci.Port)
+			return endpoint{}, bad(reasonPort, fmt.Errorf(`"port" %d: want 1 to 65535`, *ci.Port))
 		}
 		e.ports = append(e.ports, model.Port{Number: uint32(*ci.Port), Protocol: proto})
 	}
 	if ci.SSLPort != nil && *ci.SSLPort != 0 {
 		if *ci.SSLPort < 1 || *ci.SSLPort > 65535 {
-			return endpoint{}, fmt.Errorf(`"sslPort" %d: want 1 to 65535 (or null)`, *ci.SSLPort)
+			return endpoint{}, bad(reasonPort, fmt.Errorf(`"sslPort" %d: want 1 to 65535 (or null)`, *ci.SSLPort))
 		}
 		if ci.Port != nil && *ci.SSLPort == *ci.Port {
-			return endpoint{}, fmt.Errorf(`"sslPort" %d is "port" too: one port cannot be both plain and TLS`, *ci.SSLPort)
+			return endpoint{}, bad(reasonPort, fmt.Errorf(`"sslPort" %d is "port" too: one port cannot be both plain and TLS`, *ci.SSLPort))
 		}
 		e.ports = append(e.ports, model.Port{Number: uint32(*ci.SSLPort), Protocol: model.ProtocolHTTPS})
 	}
 	if len(e.ports) == 0 {
-		return endpoint{}, errors.New(`no "port" and no "sslPort": give the port the instance listens on`)
+		return endpoint{}, bad(reasonPort, errors.New(`no "port" and no "sslPort": give the port the instance listens on`))
 	}
 	if len(e.inst.Labels) == 0 {
 		e.inst.Labels = nil

@@ -47,10 +47,11 @@ const retryInterval = time.Second
 // Registry watches one ZooKeeper ensemble. It holds configuration only: the state of a watch
 // lives in Run, so a Registry can be run again after Run returns.
 type Registry struct {
-	cfg    Config
-	host   *template.Template
-	layout layout
-	log    *slog.Logger
+	cfg     Config
+	host    *template.Template
+	layout  layout
+	log     *slog.Logger
+	metrics *metrics
 }
 
 var _ registry.Registry = (*Registry)(nil)
@@ -71,7 +72,7 @@ func New(cfg Config) (*Registry, error) {
 		l = newDubbo(cfg.DubboProtocols)
 	}
 	log := cfg.Logger.With("zookeeper", strings.Join(cfg.Servers, ","), "root", cfg.Root, "layout", cfg.Layout)
-	return &Registry{cfg: cfg, host: host, layout: l, log: log}, nil
+	return &Registry{cfg: cfg, host: host, layout: l, log: log, metrics: newMetrics(cfg.Registerer)}, nil
 }
 
 // Run watches the registry until ctx is cancelled. Only its own goroutine calls the Sink.
@@ -85,7 +86,9 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 		wake:      make(chan struct{}, 1),
 		services:  map[string]*service{},
 		byPath:    map[string]string{},
+		byOvrPath: map[string]string{},
 		dirtySvc:  map[string]bool{},
+		dirtyOvr:  map[string]bool{},
 		dirtyNode: map[nodeKey]bool{},
 		dirtyRoot: true,
 		changed:   true,
@@ -110,15 +113,17 @@ type watcher struct {
 	grace      *time.Timer // runs while there is no session; fires the Unreachable report
 	retry      *time.Timer // runs when a read failed; reads start again when it fires
 	waiting    bool        // reads wait for the retry timer or the session
-	// later are the root (""), and services, whose read failed for another reason than the
-	// connection (an ACL): read again when the retry timer fires.
-	later map[string]bool
+	// later are the reads of the root, a service's instances or its overrides that failed for
+	// another reason than the connection (an ACL): done again when the retry timer fires.
+	later map[laterRead]bool
 
-	services map[string]*service
-	byPath   map[string]string // instancesPath (and the service znode when it differs) -> service name
+	services  map[string]*service
+	byPath    map[string]string // instancesPath (and the service znode when it differs) -> service name
+	byOvrPath map[string]string // overridesPath -> service name
 	// The paths whose watch fired (or was never set): each is read, and its watch set, again.
 	dirtyRoot bool
-	dirtySvc  map[string]bool
+	dirtySvc  map[string]bool // instancesPath
+	dirtyOvr  map[string]bool // overridesPath
 	dirtyNode map[nodeKey]bool
 	// rootOK: the root was read (or found missing) by the last read of it; no Flush before.
 	rootOK bool
@@ -130,6 +135,12 @@ type watcher struct {
 
 type nodeKey struct{ name, id string }
 
+// laterRead is a read to retry: the root (name ""), or a service's instances or overrides.
+type laterRead struct {
+	name string
+	ovr  bool
+}
+
 // service is what the adapter knows of one service znode.
 type service struct {
 	nodes map[string]*node // by instance id
@@ -137,6 +148,11 @@ type service struct {
 	// (kept when the last instance leaves): one in the Curator layout, one per group and
 	// version in the Dubbo layout.
 	served map[string]*served
+	// overrides are the well-formed rules under overridesPath, in node name order.
+	overrides []override
+	// overrideIDs are the children of overridesPath last read, to clear the rejections of
+	// those that go.
+	overrideIDs []string
 }
 
 type served struct {
@@ -227,11 +243,13 @@ func (w *watcher) run(ctx context.Context) error {
 			}
 		case <-w.retry.C:
 			w.waiting = false
-			for name := range w.later {
-				if name == "" {
+			for r := range w.later {
+				if _, ok := w.services[r.name]; r.name == "" {
 					w.dirtyRoot = true
-				} else if _, ok := w.services[name]; ok {
-					w.dirtySvc[name] = true
+				} else if ok && r.ovr {
+					w.dirtyOvr[r.name] = true
+				} else if ok {
+					w.dirtySvc[r.name] = true
 				}
 			}
 			clear(w.later)
@@ -257,7 +275,7 @@ func (w *watcher) queued() int {
 }
 
 func (w *watcher) dirty() bool {
-	return w.dirtyRoot || len(w.dirtySvc) > 0 || len(w.dirtyNode) > 0
+	return w.dirtyRoot || len(w.dirtySvc) > 0 || len(w.dirtyOvr) > 0 || len(w.dirtyNode) > 0
 }
 
 // drain applies the queued events: session changes, and the paths whose watch fired.
@@ -274,7 +292,7 @@ func (w *watcher) drain() {
 		if e.Type == zk.EventNotWatching {
 			continue // the session expired: the new one relists everything
 		}
-		w.watchFired(e.Path)
+		w.watchFired(e.Path, e.Type)
 	}
 }
 
@@ -288,11 +306,14 @@ func (w *watcher) sessionEvent(e zk.Event) {
 				w.r.log.Warn("ZooKeeper session expired: relisting every service on the new session",
 					"old_session", fmt.Sprintf("0x%x", w.session), "new_session", fmt.Sprintf("0x%x", id))
 				w.markAll()
+				w.r.metrics.relists.WithLabelValues("session_expired").Inc()
 			} else {
 				w.r.log.Info("ZooKeeper session established", "session", fmt.Sprintf("0x%x", id), "server", e.Server)
 			}
 			w.session = id
+			w.r.metrics.sessions.WithLabelValues("established").Inc()
 		} else if !w.hasSession {
+			w.r.metrics.sessions.WithLabelValues("reconnected").Inc()
 			w.r.log.Info("reconnected within the ZooKeeper session: watches kept", "server", e.Server)
 			// Nothing was missed: the watches held. An outage reported
 			// meanwhile ends at the next Flush without a Replace.
@@ -306,6 +327,7 @@ func (w *watcher) sessionEvent(e zk.Event) {
 		}
 	case zk.StateDisconnected, zk.StateExpired:
 		if e.State == zk.StateExpired {
+			w.r.metrics.sessions.WithLabelValues("expired").Inc()
 			w.r.log.Info("ZooKeeper session expired; reconnecting", "session", fmt.Sprintf("0x%x", w.session))
 		}
 		if w.hasSession {
@@ -316,19 +338,30 @@ func (w *watcher) sessionEvent(e zk.Event) {
 }
 
 // watchFired marks the path a watch fired on to be read again.
-func (w *watcher) watchFired(p string) {
+func (w *watcher) watchFired(p string, t zk.EventType) {
 	root := w.r.cfg.Root
 	if p == root {
 		w.dirtyRoot = true
 		return
 	}
+	if name, ok := w.byOvrPath[p]; ok {
+		w.dirtyOvr[name] = true
+		return
+	}
 	if name, ok := w.byPath[p]; ok {
 		w.dirtySvc[name] = true
+		if p == root+"/"+name && w.r.layout.overridesPath(root, name) != "" {
+			// The service znode's children watch stands in for a missing instances or
+			// overrides node: one of them may have appeared.
+			w.dirtyOvr[name] = true
+		}
 		return
 	}
 	if name, ok := w.byPath[path.Dir(p)]; ok && w.r.layout.readsData() {
 		id := path.Base(p)
-		if _, known := w.services[name].nodes[id]; known {
+		// A deleted instance node is not read: its service's children watch fired in the
+		// same transaction (or already had), and that read removes it.
+		if _, known := w.services[name].nodes[id]; known && t != zk.EventNodeDeleted {
 			w.dirtyNode[nodeKey{name, id}] = true
 		}
 	}
@@ -339,6 +372,9 @@ func (w *watcher) markAll() {
 	w.dirtyRoot = true
 	for name, s := range w.services {
 		w.dirtySvc[name] = true
+		if w.r.layout.overridesPath(w.r.cfg.Root, name) != "" {
+			w.dirtyOvr[name] = true
+		}
 		if !w.r.layout.readsData() {
 			continue // the nodes' names are their content: the children read covers them
 		}
@@ -348,10 +384,11 @@ func (w *watcher) markAll() {
 	}
 }
 
-// job is one read: the root's children (name == ""), a service's children (id == ""), or an
-// instance node's data.
+// job is one read: the root's children (name == ""), a service's instances (id == "") or
+// overrides (ovr), or an instance node's data.
 type job struct {
 	name, id string
+	ovr      bool
 	// results
 	children []string
 	data     []byte
@@ -360,7 +397,7 @@ type job struct {
 }
 
 func (j *job) isRoot() bool { return j.name == "" }
-func (j *job) isSvc() bool  { return j.name != "" && j.id == "" }
+func (j *job) isSvc() bool  { return j.name != "" && j.id == "" && !j.ovr }
 
 // errConnection are the errors of a read that failed because the session or connection went.
 func errConnection(err error) bool {
@@ -378,6 +415,9 @@ func (w *watcher) round(ctx context.Context) error {
 	}
 	for name := range w.dirtySvc {
 		jobs = append(jobs, &job{name: name})
+	}
+	for name := range w.dirtyOvr {
+		jobs = append(jobs, &job{name: name, ovr: true})
 	}
 	for k := range w.dirtyNode {
 		jobs = append(jobs, &job{name: k.name, id: k.id})
@@ -438,6 +478,7 @@ func (w *watcher) read(j *job) {
 	case j.isRoot():
 		for {
 			j.children, _, _, j.err = w.conn.ChildrenW(root)
+			w.r.metrics.request("children", j.err)
 			if !errors.Is(j.err, zk.ErrNoNode) {
 				j.exists = j.err == nil
 				return
@@ -445,6 +486,7 @@ func (w *watcher) read(j *job) {
 			// No root yet: no service. Watch for its creation instead.
 			var ok bool
 			ok, _, _, j.err = w.conn.ExistsW(root)
+			w.r.metrics.request("exists", j.err)
 			if j.err != nil || !ok {
 				j.children = nil
 				return
@@ -452,32 +494,41 @@ func (w *watcher) read(j *job) {
 			// Created in between: read it (the exists watch fires too, at most once more).
 		}
 	case j.isSvc():
-		p := w.r.layout.instancesPath(root, j.name)
-		own := root + "/" + j.name
-		for {
-			j.children, _, _, j.err = w.conn.ChildrenW(p)
-			j.exists = j.err == nil
-			if p == own || !errors.Is(j.err, zk.ErrNoNode) {
-				break
-			}
-			// The instances' parent (Dubbo's providers) is missing: watch the service znode's
-			// children for it to appear. Deleting the service znode fires, and so ends, that
-			// watch, so a removed service leaves none behind.
-			var siblings []string
-			siblings, _, _, j.err = w.conn.ChildrenW(own)
-			j.children = nil
-			j.exists = j.err == nil
-			if j.err != nil || !slices.Contains(siblings, path.Base(p)) {
-				break
-			}
-			// Created in between: read it (the children watch fires too, at most once more).
-		}
+		w.readChildren(j, w.r.layout.instancesPath(root, j.name))
+	case j.ovr:
+		w.readChildren(j, w.r.layout.overridesPath(root, j.name))
 	default:
 		j.data, _, _, j.err = w.conn.GetW(w.r.layout.instancesPath(root, j.name) + "/" + j.id)
+		w.r.metrics.request("data", j.err)
 		j.exists = j.err == nil
 	}
 	if errors.Is(j.err, zk.ErrNoNode) {
 		j.err = nil
+	}
+}
+
+// readChildren reads the children of p, a service znode or a child of it, with a watch. When p
+// is a child (Dubbo's providers or configurators) and is missing, it watches the service znode's
+// children instead, for p to appear: deleting the service znode fires, and so ends, that watch,
+// so a removed service leaves none behind. j.exists is false when the service znode is missing.
+func (w *watcher) readChildren(j *job, p string) {
+	own := w.r.cfg.Root + "/" + j.name
+	for {
+		j.children, _, _, j.err = w.conn.ChildrenW(p)
+		w.r.metrics.request("children", j.err)
+		j.exists = j.err == nil
+		if p == own || !errors.Is(j.err, zk.ErrNoNode) {
+			return
+		}
+		var siblings []string
+		siblings, _, _, j.err = w.conn.ChildrenW(own)
+		w.r.metrics.request("children", j.err)
+		j.children = nil
+		j.exists = j.err == nil
+		if j.err != nil || !slices.Contains(siblings, path.Base(p)) {
+			return
+		}
+		// Created in between: read it (the children watch fires too, at most once more).
 	}
 }
 
@@ -487,7 +538,7 @@ func (w *watcher) apply(j *job) {
 	switch {
 	case j.isRoot():
 		if j.err != nil {
-			w.failed("", root, j.err)
+			w.failed(laterRead{}, root, j.err)
 			return
 		}
 		w.dirtyRoot = false
@@ -503,6 +554,10 @@ func (w *watcher) apply(j *job) {
 				w.byPath[w.r.layout.instancesPath(root, name)] = name
 				w.byPath[root+"/"+name] = name
 				w.dirtySvc[name] = true
+				if p := w.r.layout.overridesPath(root, name); p != "" {
+					w.byOvrPath[p] = name
+					w.dirtyOvr[name] = true
+				}
 			}
 		}
 		for name := range w.services {
@@ -510,6 +565,18 @@ func (w *watcher) apply(j *job) {
 				w.removeService(name)
 			}
 		}
+	case j.ovr:
+		s, ok := w.services[j.name]
+		delete(w.dirtyOvr, j.name)
+		if !ok {
+			return
+		}
+		if j.err != nil {
+			w.failed(laterRead{j.name, true}, w.r.layout.overridesPath(root, j.name), j.err)
+			return
+		}
+		w.rec.Accept(w.r.layout.overridesPath(root, j.name))
+		w.setOverrides(j.name, s, j.children)
 	case j.isSvc():
 		s, ok := w.services[j.name]
 		if !ok {
@@ -517,7 +584,7 @@ func (w *watcher) apply(j *job) {
 			return
 		}
 		if j.err != nil {
-			w.failed(j.name, w.r.layout.instancesPath(root, j.name), j.err)
+			w.failed(laterRead{name: j.name}, w.r.layout.instancesPath(root, j.name), j.err)
 			return
 		}
 		delete(w.dirtySvc, j.name)
@@ -559,13 +626,13 @@ func (w *watcher) apply(j *job) {
 		switch {
 		case j.err != nil:
 			// Not a connection error: an ACL, most likely. Say so on the record.
-			n.err = fmt.Errorf("cannot read the node: %w", j.err)
+			n.err = bad(reasonRead, fmt.Errorf("cannot read the node: %w", j.err))
 		case !j.exists:
 			w.removeNode(j.name, j.id)
 			w.touch(j.name)
 			return
 		case len(j.data) > maxNodeData:
-			n.err = fmt.Errorf("the node holds %d bytes, more than the %d an instance may hold", len(j.data), maxNodeData)
+			n.err = bad(reasonSize, fmt.Errorf("the node holds %d bytes, more than the %d an instance may hold", len(j.data), maxNodeData))
 		default:
 			w.parse(j.name, j.id, n, j.data)
 			w.touch(j.name)
@@ -574,6 +641,37 @@ func (w *watcher) apply(j *job) {
 		w.report(rec, n)
 		w.touch(j.name)
 	}
+}
+
+// setOverrides parses the children of a service's overrides node, reporting each malformed one
+// (and clearing the reports of those gone), and makes the service's instances built again.
+func (w *watcher) setOverrides(name string, s *service, ids []string) {
+	p := w.r.layout.overridesPath(w.r.cfg.Root, name)
+	slices.Sort(ids)
+	for _, id := range s.overrideIDs {
+		if _, found := slices.BinarySearch(ids, id); !found {
+			w.rec.Accept(p + "/" + id)
+		}
+	}
+	var rules []override
+	for _, id := range ids {
+		o, err := parseOverride(id)
+		switch {
+		case err == nil:
+			rules = append(rules, o)
+			w.rec.Accept(p + "/" + id)
+		case errors.Is(err, errNotInstance):
+			w.rec.Accept(p + "/" + id)
+		default:
+			w.reject(p+"/"+id, bad(reasonOverride, fmt.Errorf("override left out: %w", err)))
+		}
+	}
+	s.overrideIDs = ids
+	if !slices.Equal(rules, s.overrides) {
+		s.overrides = rules
+		w.touch(name)
+	}
+	w.changed = true
 }
 
 // parse reads instance node id of service name into n, and reports it accepted or rejected.
@@ -590,13 +688,19 @@ func (w *watcher) parse(name, id string, n *node, data []byte) {
 	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+id, n)
 }
 
+// reject reports record malformed and counts it by reason.
+func (w *watcher) reject(record string, err error) {
+	w.r.metrics.rejected.WithLabelValues(reasonOf(err)).Inc()
+	w.rec.Reject(record, err)
+}
+
 func (w *watcher) report(rec string, n *node) {
 	if n.err != nil {
 		err := n.err
 		if n.good != nil {
 			err = fmt.Errorf("%w (its previous version is still served)", err)
 		}
-		w.rec.Reject(rec, err)
+		w.reject(rec, err)
 	} else {
 		w.rec.Accept(rec)
 	}
@@ -611,25 +715,31 @@ func (w *watcher) wait() {
 	}
 }
 
-// failed handles a read of the root or of a service that failed for another reason than the
-// connection (an ACL, most likely): the root is reported unreachable, a service rejected, and
-// the read is retried after retryInterval. The rest is served meanwhile.
-func (w *watcher) failed(name, p string, err error) {
+// failed handles a read of the root or of a service's instances or overrides that failed for
+// another reason than the connection (an ACL, most likely): the root is reported unreachable, a
+// service's node rejected, and the read is retried after retryInterval. The rest is served
+// meanwhile, a service with the instances and overrides read last.
+func (w *watcher) failed(r laterRead, p string, err error) {
 	w.r.log.Warn("reading a znode failed; retrying", "path", p, "error", err, "in", retryInterval)
-	if name == "" {
+	switch {
+	case r.name == "":
 		w.dirtyRoot = false
 		w.rootOK = false
 		w.rec.Unreachable(fmt.Errorf("zookeeper: reading %s: %w", p, err))
 		w.down = true
-	} else {
-		delete(w.dirtySvc, name)
-		w.rec.Reject(p, fmt.Errorf("cannot list the instances: %w", err))
+	case r.ovr:
+		delete(w.dirtyOvr, r.name)
+		w.reject(p, bad(reasonRead, fmt.Errorf("cannot list the overrides: %w", err)))
+		w.changed = true
+	default:
+		delete(w.dirtySvc, r.name)
+		w.reject(p, bad(reasonRead, fmt.Errorf("cannot list the instances: %w", err)))
 		w.changed = true
 	}
 	if w.later == nil {
-		w.later = map[string]bool{}
+		w.later = map[laterRead]bool{}
 	}
-	w.later[name] = true
+	w.later[r] = true
 	w.retry.Reset(retryInterval)
 }
 
@@ -655,10 +765,18 @@ func (w *watcher) removeService(name string) {
 	for id := range s.nodes {
 		w.removeNode(name, id)
 	}
+	if p := w.r.layout.overridesPath(w.r.cfg.Root, name); p != "" {
+		w.rec.Accept(p)
+		for _, id := range s.overrideIDs {
+			w.rec.Accept(p + "/" + id)
+		}
+		delete(w.byOvrPath, p)
+	}
 	delete(w.services, name)
 	delete(w.byPath, w.r.layout.instancesPath(w.r.cfg.Root, name))
 	delete(w.byPath, w.r.cfg.Root+"/"+name)
 	delete(w.dirtySvc, name)
+	delete(w.dirtyOvr, name)
 	delete(w.touched, name)
 	if w.r.layout.readsData() { // Curator: the znode's name is the service's
 		w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
@@ -697,7 +815,8 @@ func (w *watcher) build() {
 				w.rec.Accept(dupRecord)
 				continue
 			}
-			hd := n.good.svc
+			good := withOverrides(n.good, s.overrides)
+			hd := good.svc
 			if hd.Name == "" {
 				hd.Name = name
 			}
@@ -705,13 +824,13 @@ func (w *watcher) build() {
 			if ids[hd.Name] == nil {
 				ids[hd.Name] = map[string]string{}
 			}
-			if first, dup := ids[hd.Name][n.good.inst.ID]; dup {
-				w.rec.Reject(dupRecord, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", n.good.inst.ID, hd.Name, first))
+			if first, dup := ids[hd.Name][good.inst.ID]; dup {
+				w.reject(dupRecord, bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, first)))
 				continue
 			}
 			w.rec.Accept(dupRecord)
-			ids[hd.Name][n.good.inst.ID] = id
-			eps[hd.Name] = append(eps[hd.Name], n.good)
+			ids[hd.Name][good.inst.ID] = id
+			eps[hd.Name] = append(eps[hd.Name], good)
 			hds[hd.Name] = hd
 		}
 		if len(hds) == 0 && w.r.layout.readsData() {
@@ -725,7 +844,7 @@ func (w *watcher) build() {
 			svc, ok, err := buildService(hds[sn], w.r.host, eps[sn], last)
 			switch {
 			case err != nil:
-				w.rec.Reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
+				w.reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
 			case ok:
 				w.rec.Set(svc)
 				s.served[sn] = &served{hd: hds[sn], ports: slices.Clone(svc.Ports)}

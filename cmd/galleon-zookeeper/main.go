@@ -35,6 +35,7 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.StringVar(&cfg.Namespace, "namespace", zookeeper.DefaultNamespace, "namespace of the ServiceEntries")
 	return func(env daemon.Env) (registry.Registry, error) {
 		cfg.Logger = env.Logger
+		cfg.Registerer = env.Registerer
 		return zookeeper.New(cfg)
 	}
 }

@@ -1,0 +1,171 @@
+package zookeeper
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registrytest"
+)
+
+// addressOf is the address in a Curator instance node.
+func addressOf(t *testing.T, data []byte) string {
+	t.Helper()
+	var ci curatorInstance
+	if err := json.Unmarshal(data, &ci); err != nil {
+		t.Fatal(err)
+	}
+	return ci.Address
+}
+
+// counterSum is the sum of every series of the counter name in reg.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue series
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestRequestsPerChange counts the reads one change costs, against a real ZooKeeper holding
+// many services: a Dubbo provider joining or leaving is one read (its interface's providers);
+// a Curator instance's data changing is one read (its node), an instance joining two (its
+// service's children, its node), leaving one (the children: a deleted node is not read). None
+// depends on how many services there are.
+func TestRequestsPerChange(t *testing.T) {
+	const services, changes = 200, 10
+	t.Run("dubbo", func(t *testing.T) {
+		s := startServer(t)
+		w := dubboWriter{c: client(t, s.Addr()), root: "/dubbo"}
+		iface := func(i int) string { return "org.apache.demo.Service" + strconv.Itoa(i) }
+		for i := range services {
+			if err := w.set(iface(i), fmt.Sprintf("dubbo://10.1.%d.%d:20880/%s", i/250, i%250, iface(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reg := prometheus.NewRegistry()
+		rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo, Registerer: reg})
+		rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool { return len(st) == services })
+		// Listing: the root, and per interface its providers and its configurators (missing:
+		// then the interface znode's children, for them to appear).
+		if got, want := counterSum(t, reg, "galleon_zookeeper_requests_total", nil), float64(1+3*services); got != want {
+			t.Errorf("listing %d interfaces took %v reads, want %v", services, got, want)
+		}
+		target := iface(services / 2)
+		name := dubboName(target, "", "")
+		for c := range changes {
+			before := counterSum(t, reg, "galleon_zookeeper_requests_total", nil)
+			addr := fmt.Sprintf("10.9.0.%d", c+1)
+			if err := w.set(target, "dubbo://"+addr+":20880/"+target); err != nil {
+				t.Fatal(err)
+			}
+			rec.WaitFor(t, waitTimeout, hasInstances(name, addr+":20880"))
+			if got := counterSum(t, reg, "galleon_zookeeper_requests_total", nil) - before; got != 1 {
+				t.Fatalf("change %d (one provider left, one joined, in one transaction) took %v reads, want 1", c, got)
+			}
+		}
+		// A malformed provider is counted by reason.
+		bad := url.QueryEscape("dubbo://10.9.9.9:99999/" + target)
+		if err := w.ensure(w.root + "/" + target + "/providers/" + bad); err != nil {
+			t.Fatal(err)
+		}
+		record := w.root + "/" + target + "/providers/" + bad
+		rec.WaitForEvents(t, waitTimeout, func(events []registrytest.Event) bool {
+			return slices.ContainsFunc(events, func(e registrytest.Event) bool {
+				return e.Op == registrytest.OpRejected && e.Record == record && e.Err != nil
+			})
+		})
+		if got := counterSum(t, reg, "galleon_zookeeper_records_rejected_total", map[string]string{"reason": reasonPort}); got != 1 {
+			t.Errorf("records rejected for their port: %v, want 1", got)
+		}
+	})
+	t.Run("curator", func(t *testing.T) {
+		s := startServer(t)
+		w := writer{c: client(t, s.Addr()), root: "/services"}
+		w.ensureRoot(t)
+		for i := range services {
+			name := fmt.Sprintf("svc-%03d", i)
+			if err := w.set(name, map[string][]byte{"a": goodNode(name, "a", fmt.Sprintf("10.1.%d.%d", i/250, i%250))}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reg := prometheus.NewRegistry()
+		rec := run(t, Config{Servers: []string{s.Addr()}, Registerer: reg})
+		rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool { return len(st) == services })
+		const name = "svc-100"
+		// step applies ops (one transaction) and counts the reads until the adapter serves
+		// want (instance ID -> address).
+		p := w.root + "/" + name
+		served := map[string]string{"a": "10.1.0.100"}
+		step := func(what string, reads float64, ops ...any) {
+			t.Helper()
+			before := counterSum(t, reg, "galleon_zookeeper_requests_total", nil)
+			for _, op := range ops {
+				switch op := op.(type) {
+				case *zk.CreateRequest:
+					op.Acl = zk.WorldACL(zk.PermAll)
+					served[op.Path[len(p)+1:]] = addressOf(t, op.Data)
+				case *zk.SetDataRequest:
+					served[op.Path[len(p)+1:]] = addressOf(t, op.Data)
+				case *zk.DeleteRequest:
+					delete(served, op.Path[len(p)+1:])
+				}
+			}
+			if _, err := w.c.Multi(ops...); err != nil {
+				t.Fatal(err)
+			}
+			rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool {
+				svc, ok := st[key(name)]
+				if !ok || len(svc.Instances) != len(served) {
+					return false
+				}
+				for _, inst := range svc.Instances {
+					if served[inst.ID] != inst.Address {
+						return false
+					}
+				}
+				return true
+			})
+			if got := counterSum(t, reg, "galleon_zookeeper_requests_total", nil) - before; got != reads {
+				t.Fatalf("%s took %v reads, want %v", what, got, reads)
+			}
+		}
+		for c := range changes {
+			step("an instance's address changing", 1, &zk.SetDataRequest{Path: p + "/a", Data: goodNode(name, "a", fmt.Sprintf("10.9.0.%d", c+1)), Version: -1})
+		}
+		step("an instance joining", 2, &zk.CreateRequest{Path: p + "/b", Data: goodNode(name, "b", "10.9.1.1")})
+		for c := range changes {
+			prev, next := "b", fmt.Sprintf("c%d", c)
+			if c > 0 {
+				prev = fmt.Sprintf("c%d", c-1)
+			}
+			step("an instance leaving and another joining", 2,
+				&zk.DeleteRequest{Path: p + "/" + prev, Version: -1},
+				&zk.CreateRequest{Path: p + "/" + next, Data: goodNode(name, next, fmt.Sprintf("10.9.2.%d", c+1))})
+		}
+		step("an instance leaving", 1, &zk.DeleteRequest{Path: p + fmt.Sprintf("/c%d", changes-1), Version: -1})
+	})
+}
