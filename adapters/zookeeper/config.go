@@ -76,6 +76,20 @@ type Config struct {
 	// ListConcurrency is how many reads the adapter keeps in flight when it lists (at start,
 	// after a session expiry). Default 16.
 	ListConcurrency int
+	// Auth is "user:password" for ZooKeeper's digest scheme (addauth digest user:password),
+	// presented on every connection. Prefer AuthFile (or the GALLEON_ZK_AUTH variable): a
+	// flag's value shows in the process list.
+	Auth string
+	// AuthFile holds "user:password"; it is read at start and every 5s after, and a new
+	// password is added to the session (ZooKeeper keeps a session's identities until it ends,
+	// so nodes whose ACL still names the old password stay readable). One of Auth, AuthFile.
+	AuthFile string
+	// TLS connects to ZooKeeper's secure client port (secureClientPort) with TLS, verifying the
+	// server against TLSCAFile (else the system's roots) and TLSServerName (else the host of
+	// each --zk-servers entry). Implied by TLSCAFile or TLSCertFile.
+	TLS                                bool
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	TLSServerName                      string
 	// Logger receives the adapter's own logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Registerer receives the adapter's metrics (galleon_zookeeper_*); nil keeps them
@@ -177,6 +191,29 @@ func (cfg *Config) validate() (*template.Template, error) {
 	}
 	if cfg.ListConcurrency < 1 || cfg.ListConcurrency > 1024 {
 		add("--zk-list-concurrency %d: want 1 to 1024", cfg.ListConcurrency)
+	}
+	switch {
+	case cfg.Auth != "" && cfg.AuthFile != "":
+		add("--zk-auth and --zk-auth-file are both set: give one")
+	case cfg.Auth != "":
+		if err := checkDigest(cfg.Auth); err != nil {
+			add("--zk-auth: %v", err)
+		}
+	case cfg.AuthFile != "":
+		if _, err := cfg.digest(); err != nil {
+			add("%v", err)
+		}
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		add("--zk-tls-cert and --zk-tls-key go together: give both (a client certificate for mutual TLS) or neither")
+	}
+	if cfg.TLSServerName != "" && !cfg.tlsEnabled() {
+		add("--zk-tls-server-name is set but TLS is off: add --zk-tls (and --zk-tls-ca)")
+	}
+	if cfg.tlsEnabled() {
+		if _, err := cfg.tlsConfig("check"); err != nil {
+			add("%v", err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -32,16 +32,29 @@ func testLogger() *slog.Logger {
 // client is a ZooKeeper client for the test's own writes, closed when the test ends.
 func client(t testing.TB, addr string) *zk.Conn {
 	t.Helper()
-	c, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	return clientOf(t, []string{addr})
+}
+
+// clientOf is a client of any of addrs (an ensemble's members).
+func clientOf(t testing.TB, addrs []string) *zk.Conn {
+	t.Helper()
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	// The first request waits for the session.
-	if _, _, err := c.Exists("/"); err != nil {
-		t.Fatal(err)
+	// The first request waits for the session; the client fails requests with ErrNoServer
+	// each time it has tried every server (an ensemble electing a leader refuses clients).
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		_, _, err := c.Exists("/")
+		if err == nil {
+			return c
+		}
+		if !errors.Is(err, zk.ErrNoServer) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
 	}
-	return c
 }
 
 type nopLogger struct{}

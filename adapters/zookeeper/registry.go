@@ -102,9 +102,10 @@ type watcher struct {
 	rec  *registry.Reconciler
 	conn *zk.Conn
 
-	mu    sync.Mutex
-	queue []zk.Event    // events from the client's goroutines, oldest first
-	wake  chan struct{} // signalled when queue becomes non-empty
+	mu      sync.Mutex
+	queue   []zk.Event    // events from the client's goroutines, oldest first
+	wake    chan struct{} // signalled when queue becomes non-empty
+	dialErr error         // the last connection attempt's error (a refused TLS handshake)
 
 	session    int64 // the session the watches belong to; 0 before the first
 	hasSession bool  // connected with a session now
@@ -113,6 +114,11 @@ type watcher struct {
 	grace      *time.Timer // runs while there is no session; fires the Unreachable report
 	retry      *time.Timer // runs when a read failed; reads start again when it fires
 	waiting    bool        // reads wait for the retry timer or the session
+	// pendingAuth are digest credentials to present before the next read; authSeen the last
+	// read from AuthFile, authErr the last error reading it (logged once).
+	pendingAuth, authSeen, authErr string
+	// authRetry: new credentials came from the file; once presented, read everything again.
+	authRetry bool
 	// later are the reads of the root, a service's instances or its overrides that failed for
 	// another reason than the connection (an ACL): done again when the retry timer fires.
 	later map[laterRead]bool
@@ -175,11 +181,15 @@ func (w *watcher) run(ctx context.Context) error {
 	defer w.retry.Stop()
 
 	var events <-chan zk.Event
+	baseDial := cfg.dialer()
+	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		conn, err := baseDial(network, address, timeout)
+		w.mu.Lock()
+		w.dialErr = err
+		w.mu.Unlock()
+		return conn, err
+	}
 	for w.conn == nil {
-		dial := cfg.dial
-		if dial == nil {
-			dial = net.DialTimeout
-		}
 		conn, ec, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 			zk.WithEventCallback(w.push),
 			zk.WithLogger(zkLogger{w.r.log}),
@@ -210,14 +220,45 @@ func (w *watcher) run(ctx context.Context) error {
 		for range events {
 		}
 	}()
-	w.r.log.Info("watching ZooKeeper", "session_timeout", cfg.SessionTimeout, "namespace", cfg.Namespace)
+	w.r.log.Info("watching ZooKeeper", "session_timeout", cfg.SessionTimeout, "namespace", cfg.Namespace, "tls", cfg.tlsEnabled())
+	var authPoll <-chan time.Time
+	if digest, err := cfg.digest(); err != nil {
+		return err // checked by New: the file went in between
+	} else if digest != "" {
+		w.pendingAuth, w.authSeen = digest, digest
+	}
+	if cfg.AuthFile != "" {
+		t := time.NewTicker(authPollInterval)
+		defer t.Stop()
+		authPoll = t.C
+	}
 
 	for {
 		w.drain()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if w.hasSession && w.dirty() && !w.waiting {
+		if w.hasSession && w.pendingAuth != "" && !w.waiting {
+			// Before any read: go-zookeeper presents credentials again on every reconnection,
+			// but only those it has seen accepted, so this is retried until it is.
+			if err := w.conn.AddAuth("digest", []byte(w.pendingAuth)); err != nil {
+				if ctx.Err() == nil {
+					w.r.log.Debug("presenting digest credentials failed; retrying", "error", err)
+					w.wait()
+				}
+				continue
+			}
+			user, _, _ := strings.Cut(w.pendingAuth, ":")
+			w.r.log.Info("presented digest credentials to ZooKeeper", "user", user)
+			w.pendingAuth = ""
+			if w.authRetry {
+				// Reads that the old credentials could not make: again, with the new ones.
+				w.authRetry = false
+				w.markAll()
+			}
+			continue
+		}
+		if w.hasSession && w.pendingAuth == "" && w.dirty() && !w.waiting {
 			if err := w.round(ctx); err != nil && ctx.Err() == nil {
 				// Retried when the session is back, or after retryInterval at the latest.
 				w.r.log.Debug("reading ZooKeeper failed; retrying", "error", err)
@@ -237,9 +278,27 @@ func (w *watcher) run(ctx context.Context) error {
 		case <-w.wake:
 		case <-w.grace.C:
 			if !w.hasSession {
-				w.rec.Unreachable(fmt.Errorf("zookeeper %s: no session for %v (client state %v); serving what was read last",
-					strings.Join(cfg.Servers, ","), cfg.UnreachableAfter, w.lastState))
+				w.mu.Lock()
+				why := ""
+				if w.dialErr != nil {
+					why = "; last connection attempt: " + w.dialErr.Error()
+				}
+				w.mu.Unlock()
+				w.rec.Unreachable(fmt.Errorf("zookeeper %s: no session for %v (client state %v%s); serving what was read last",
+					strings.Join(cfg.Servers, ","), cfg.UnreachableAfter, w.lastState, why))
 				w.down = true
+			}
+		case <-authPoll:
+			digest, err := cfg.digest()
+			switch {
+			case err != nil:
+				if err.Error() != w.authErr {
+					w.r.log.Warn("reading the credentials file failed; keeping the credentials presented", "error", err)
+				}
+				w.authErr = err.Error()
+			case digest != w.authSeen:
+				w.r.log.Info("the credentials file changed: presenting the new credentials", "file", cfg.AuthFile)
+				w.pendingAuth, w.authSeen, w.authErr, w.authRetry = digest, digest, "", true
 			}
 		case <-w.retry.C:
 			w.waiting = false
@@ -720,6 +779,9 @@ func (w *watcher) wait() {
 // service's node rejected, and the read is retried after retryInterval. The rest is served
 // meanwhile, a service with the instances and overrides read last.
 func (w *watcher) failed(r laterRead, p string, err error) {
+	if errors.Is(err, zk.ErrNoAuth) {
+		err = fmt.Errorf("%w: the node's ACL does not admit this client; give the credentials it names (--zk-auth-file with digest user:password) or a client certificate it names (--zk-tls-cert)", err)
+	}
 	w.r.log.Warn("reading a znode failed; retrying", "path", p, "error", err, "in", retryInterval)
 	switch {
 	case r.name == "":

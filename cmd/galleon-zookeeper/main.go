@@ -32,6 +32,13 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.StringVar(&cfg.HostTemplate, "zk-host-template", "", "host of a service: Go template with {{.Name}}, {{.Namespace}} (and {{.Interface}}, {{.Group}}, {{.Version}} for dubbo); default "+zookeeper.DefaultHostTemplate+" (curator) or "+zookeeper.DefaultDubboHostTemplate+" (dubbo)")
 	fs.StringToStringVar(&cfg.DubboProtocols, "zk-dubbo-protocol", nil, "protocol of a Dubbo URL scheme, scheme=PROTOCOL,... overriding dubbo=TCP, tri=GRPC, grpc=GRPC, rest=HTTP, http=HTTP, https=HTTPS (others: TCP)")
 	fs.IntVar(&cfg.ListConcurrency, "zk-list-concurrency", zookeeper.DefaultListConcurrency, "reads in flight while listing (at start, after a session expiry)")
+	fs.StringVar(&cfg.Auth, "zk-auth", "", "digest credentials user:password presented to ZooKeeper (prefer GALLEON_ZK_AUTH or --zk-auth-file: a flag shows in the process list)")
+	fs.StringVar(&cfg.AuthFile, "zk-auth-file", "", "file holding digest credentials user:password, read again every 5s: a new password is presented without a restart")
+	fs.BoolVar(&cfg.TLS, "zk-tls", false, "connect with TLS to ZooKeeper's secure client port (implied by --zk-tls-ca or --zk-tls-cert)")
+	fs.StringVar(&cfg.TLSCAFile, "zk-tls-ca", "", "PEM CA bundle that verifies the ZooKeeper servers (default: the system's roots); read at every connection")
+	fs.StringVar(&cfg.TLSCertFile, "zk-tls-cert", "", "PEM client certificate for mutual TLS (with --zk-tls-key); read at every connection")
+	fs.StringVar(&cfg.TLSKeyFile, "zk-tls-key", "", "PEM private key of --zk-tls-cert")
+	fs.StringVar(&cfg.TLSServerName, "zk-tls-server-name", "", "name the servers' certificates must hold (default: the host of each --zk-servers entry)")
 	fs.StringVar(&cfg.Namespace, "namespace", zookeeper.DefaultNamespace, "namespace of the ServiceEntries")
 	return func(env daemon.Env) (registry.Registry, error) {
 		cfg.Logger = env.Logger

@@ -81,6 +81,9 @@ const (
 	// its ServiceEntry's workloadSelector in WorkloadEntry mode. Its value
 	// is the ServiceEntry's (sanitised) name.
 	LabelService = "galleon.io/service"
+	// LabelNoEndpoints ("none") marks a STATIC ServiceEntry served inline with no endpoint:
+	// see convert.
+	LabelNoEndpoints = "galleon.io/endpoints"
 )
 
 // Options tune a conversion. The zero value is ModeServiceEntry without a
@@ -258,11 +261,23 @@ func (c *converter) convert() []Resource {
 		}
 		annotations[AnnotationRegistry] = svc.Registry
 	}
+	labels := SanitizeLabels(svc.Labels)
+	if c.opts.Mode == ModeServiceEntry && resolution == networking.ServiceEntry_STATIC && len(se.Endpoints) == 0 {
+		// istiod (1.29 and before) applies an update of a STATIC ServiceEntry's endpoints
+		// alone as an EDS update of the hosts the new endpoints belong to: when none is left,
+		// none is updated and proxies keep the last endpoint for good. A label change is a
+		// service change, which makes istiod rebuild the service's endpoints (to none) in a
+		// full push. See docs/architecture.md, "The last endpoint".
+		if labels == nil {
+			labels = make(map[string]string, 1)
+		}
+		labels[LabelNoEndpoints] = "none"
+	}
 	seRes := Resource{
 		Kind:        KindServiceEntry,
 		Namespace:   c.namespace,
 		Name:        c.name,
-		Labels:      SanitizeLabels(svc.Labels),
+		Labels:      labels,
 		Annotations: nilIfEmpty(annotations),
 		Spec:        se,
 	}

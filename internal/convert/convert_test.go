@@ -447,3 +447,51 @@ func TestResolutionDoesNotFollowHealth(t *testing.T) {
 		t.Fatalf("resolution %v with the host-name instance unhealthy, %v with it healthy; want DNS both times", before, after)
 	}
 }
+
+// TestNoEndpointsLabel: a STATIC ServiceEntry served inline with no endpoint carries
+// LabelNoEndpoints (so that istiod clears the last endpoint, see convert), and only then: not
+// with an endpoint, not for DNS resolution (whose endpoint changes are full pushes already),
+// not in WorkloadEntry mode (a WorkloadEntry's deletion clears its endpoint).
+func TestNoEndpointsLabel(t *testing.T) {
+	unhealthy := func(svc model.Service) model.Service {
+		for i := range svc.Instances {
+			svc.Instances[i].Health = model.Unhealthy
+		}
+		return svc
+	}
+	none := goodService()
+	none.Instances = nil
+	dns := goodService()
+	dns.Instances = []model.Instance{{ID: "d1", Address: "payments.example.com", Health: model.Unhealthy}}
+	labelled := goodService()
+	labelled.Labels = map[string]string{"team": "pay"}
+	for _, tc := range []struct {
+		name string
+		svc  model.Service
+		mode Mode
+		want bool
+	}{
+		{"endpoints", goodService(), ModeServiceEntry, false},
+		{"every instance unhealthy", unhealthy(goodService()), ModeServiceEntry, true},
+		{"no instance", none, ModeServiceEntry, true},
+		{"own labels kept", unhealthy(labelled), ModeServiceEntry, true},
+		{"DNS", dns, ModeServiceEntry, false},
+		{"WorkloadEntry mode", unhealthy(goodService()), ModeWorkloadEntry, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs, err := Convert(tc.svc, Options{Mode: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			se := rs[0]
+			if got := se.Labels[LabelNoEndpoints] == "none"; got != tc.want {
+				t.Fatalf("labels %v: %s=none is %v, want %v", se.Labels, LabelNoEndpoints, got, tc.want)
+			}
+			for k, v := range tc.svc.Labels {
+				if se.Labels[k] != v {
+					t.Errorf("label %s=%s lost: %v", k, v, se.Labels)
+				}
+			}
+		})
+	}
+}

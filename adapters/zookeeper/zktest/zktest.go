@@ -1,17 +1,20 @@
 // Package zktest runs real Apache ZooKeeper servers (the Debian package, found or installed by
 // scripts/zookeeper.sh) for the ZooKeeper adapter's tests. It uses only the standard library.
 //
-// Each server is a standalone ZooKeeperServerMain on 127.0.0.1 with a free client port, the admin
-// server off and a data directory under t.TempDir(), so Restart keeps the tree and the sessions
-// (a client that reconnects within its session timeout keeps its session and watches). The server
-// is stopped in t.Cleanup and, when the test failed, the tail of its log is written to the test
-// log. If Java or ZooKeeper cannot be found or installed the test fails with what to do: it never
-// skips.
+// Each server from Start is a standalone ZooKeeperServerMain on 127.0.0.1 with a free client port,
+// the admin server off and a data directory under t.TempDir(), so Restart keeps the tree and the
+// sessions (a client that reconnects within its session timeout keeps its session and watches).
+// StartEnsemble runs N QuorumPeerMain members the same way (ensemble.go); Options.TLS adds a TLS
+// client port with test certificates (tls.go). Servers are stopped in t.Cleanup and, when the test
+// failed, the tail of each log is written to the test log. If Java or ZooKeeper cannot be found or
+// installed the test fails with what to do: it never skips.
 package zktest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,46 +32,76 @@ import (
 )
 
 const (
-	// mainClass runs one standalone server from a zoo.cfg.
-	mainClass = "org.apache.zookeeper.server.ZooKeeperServerMain"
-	// startTimeout bounds one start: JVM up, port bound, ruok answered.
+	// standaloneClass runs one standalone server from a zoo.cfg; quorumClass runs one member of an
+	// ensemble (it also reads myid from the data directory).
+	standaloneClass = "org.apache.zookeeper.server.ZooKeeperServerMain"
+	quorumClass     = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+	// startTimeout bounds one start: JVM up, port bound, ruok answered (and, for an ensemble, a
+	// leader elected).
 	startTimeout = 60 * time.Second
 	stopGrace    = 10 * time.Second
 	tailLines    = 50
+	// startAttempts bounds the retries on another free port when one was taken between freePorts
+	// and ZooKeeper's bind.
+	startAttempts = 5
 )
 
-// Options configures Start. The zero value is a server as real-servers.md describes it.
+// Options configures Start and StartEnsemble. The zero value is a server as real-servers.md
+// describes it.
 type Options struct {
 	// TickTime is ZooKeeper's tick (default 2s). Sessions may last 2 to 20 ticks: a shorter tick
-	// allows shorter session timeouts in tests.
+	// allows shorter session timeouts in tests. An ensemble's failure detection and leader
+	// election are counted in ticks too (ensemble.go), so a short tick also makes fail-over fast.
 	TickTime time.Duration
 	// MaxBuffer sets jute.maxbuffer, the largest packet (and so node) the server accepts; 0 keeps
 	// ZooKeeper's default of 1 MiB - 1. Tests of oversized nodes raise it.
 	MaxBuffer int
+	// TLS also serves the client protocol over TLS on a second port of 127.0.0.1 (SecureAddr),
+	// with a test CA and certificates made for the server (TLS gives their PEM files). The plain
+	// port stays: the harness's four-letter words use it.
+	TLS bool
+	// ClientAuth is ZooKeeper's ssl.clientAuth for the TLS port: "need" (a client must present a
+	// certificate the test CA signed), "want" (it may) or "none" (it is not asked). "" is "need",
+	// ZooKeeper's own default.
+	ClientAuth string
 }
 
-// Server is a running (or stopped) ZooKeeper server.
+// withDefaults fills in the defaults, and fails the test on a ClientAuth ZooKeeper does not
+// know (it would exit at start with an IllegalArgumentException deep in its log).
+func (o Options) withDefaults(t testing.TB) Options {
+	t.Helper()
+	if o.TickTime <= 0 {
+		o.TickTime = 2 * time.Second
+	}
+	switch o.ClientAuth {
+	case "":
+		o.ClientAuth = "need"
+	case "need", "want", "none":
+	default:
+		t.Fatalf("zktest: Options.ClientAuth %q: want need, want or none", o.ClientAuth)
+	}
+	return o
+}
+
+// Server is a running (or stopped) ZooKeeper server: a standalone one from Start or a member of
+// an Ensemble.
 type Server struct {
 	dir, dataDir, cfgPath, logPath string
 	java, classpath                string
 	opts                           Options
-	port                           int
+	port, securePort               int
+	certs                          *tlsSetup // nil without Options.TLS
+	// quorum is, for an ensemble member, the server.N lines naming every member ("" for a
+	// standalone server); it selects QuorumPeerMain.
+	quorum string
 
 	mu      sync.Mutex
 	proc    *serverproc.Process
 	logFile *os.File // the process's output; closed once it is stopped
 }
 
-// Start starts a server (see the package comment), waits until it answers ruok with imok, and
-// registers t.Cleanup to stop it. Ready means ruok answers imok
-// and srvr answers with the server's state (not "not currently serving requests").
-func Start(t testing.TB, opts Options) *Server {
-	t.Helper()
-	if opts.TickTime <= 0 {
-		opts.TickTime = 2 * time.Second
-	}
-	java, classpath := Tools(t)
-	dir := t.TempDir()
+// newServer prepares a server in dir (created if missing); nothing runs yet. opts has its defaults.
+func newServer(dir, java, classpath string, opts Options, certs *tlsSetup) (*Server, error) {
 	s := &Server{
 		dir:       dir,
 		dataDir:   filepath.Join(dir, "data"),
@@ -77,8 +110,28 @@ func Start(t testing.TB, opts Options) *Server {
 		java:      java,
 		classpath: classpath,
 		opts:      opts,
+		certs:     certs,
 	}
-	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+	return s, os.MkdirAll(s.dataDir, 0o700)
+}
+
+// Start starts a server (see the package comment), waits until it serves, and registers
+// t.Cleanup to stop it. Serving means ruok answers imok and srvr answers with the server's state
+// (not "not currently serving requests"); with Options.TLS, the TLS port answers ruok too.
+func Start(t testing.TB, opts Options) *Server {
+	t.Helper()
+	opts = opts.withDefaults(t)
+	java, classpath := Tools(t)
+	dir := t.TempDir()
+	var certs *tlsSetup
+	if opts.TLS {
+		var err error
+		if certs, err = writeTLSFiles(filepath.Join(dir, "tls")); err != nil {
+			t.Fatalf("zktest: test certificates: %v", err)
+		}
+	}
+	s, err := newServer(dir, java, classpath, opts, certs)
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -87,11 +140,12 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Logf("zookeeper %s", s.tail(tailLines))
 		}
 	})
-	var err error
-	for attempt := 1; attempt <= 5; attempt++ {
-		if s.port, err = freePort(); err != nil {
-			t.Fatalf("zktest: free port: %v", err)
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		ports, perr := freePorts(2)
+		if perr != nil {
+			t.Fatalf("zktest: free port: %v", perr)
 		}
+		s.port, s.securePort = ports[0], ports[1]
 		if err = s.writeConfig(); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +156,7 @@ func Start(t testing.TB, opts Options) *Server {
 		if !s.bindClash() {
 			break
 		}
-		t.Logf("zktest: port %d was taken starting zookeeper (attempt %d), retrying on another", s.port, attempt)
+		t.Logf("zktest: port %d or %d was taken starting zookeeper (attempt %d), retrying on others", s.port, s.securePort, attempt)
 	}
 	t.Fatalf("zktest: starting zookeeper: %v (its log: %s)", err, s.logPath)
 	return nil
@@ -146,20 +200,66 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,wchs
 maxClientCnxns=0
 `)
+	if s.certs != nil {
+		// Only the Netty connection factory speaks TLS: with the default NIO one, 3.8.0 serves
+		// the plain port, then exits on "java.lang.UnsupportedOperationException: SSL isn't
+		// supported in NIOServerCnxn". Keys zoo.cfg does not know (serverCnxnFactory, ssl.*)
+		// become "zookeeper."-prefixed system properties, which is where ZooKeeper reads them.
+		// The x509 authentication provider a client certificate is checked with is registered
+		// without an authProvider.x509 line (checked: the log says "Authenticated Id
+		// 'CN=zktest-client' for Scheme 'x509'"). ZooKeeper 3.8 speaks TLS 1.2 here.
+		fmt.Fprintf(&b, "secureClientPort=%d\n", s.securePort)
+		fmt.Fprintf(&b, "secureClientPortAddress=127.0.0.1\n")
+		fmt.Fprintf(&b, "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n")
+		fmt.Fprintf(&b, "ssl.keyStore.location=%s\nssl.keyStore.type=PEM\n", s.certs.keyStore)
+		fmt.Fprintf(&b, "ssl.trustStore.location=%s\nssl.trustStore.type=PEM\n", s.certs.files.CA)
+		fmt.Fprintf(&b, "ssl.clientAuth=%s\n", s.opts.ClientAuth)
+	}
+	if s.quorum != "" {
+		// initLimit and syncLimit are required in quorum mode (in ticks): a follower that hears
+		// nothing from the leader for syncLimit ticks starts an election, so with a test tick of
+		// 500ms a killed leader is replaced within a few seconds. standaloneEnabled=false makes
+		// even a one-member ensemble run QuorumPeerMain's quorum code (Mode: leader);
+		// reconfigEnabled stays off so ZooKeeper does not rewrite zoo.cfg.
+		b.WriteString(`initLimit=10
+syncLimit=5
+standaloneEnabled=false
+reconfigEnabled=false
+`)
+		b.WriteString(s.quorum)
+	}
 	return os.WriteFile(s.cfgPath, []byte(b.String()), 0o600)
 }
 
-// start launches the process on s.port and waits until it answers ruok.
+func (s *Server) mainClass() string {
+	if s.quorum != "" {
+		return quorumClass
+	}
+	return standaloneClass
+}
+
+// start launches the process on s.port and waits until it serves.
 func (s *Server) start() error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return waitServing([]*Server{s}, startTimeout)
+}
+
+// launch starts the process, appending its output to the log.
+func (s *Server) launch() error {
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true"}
+	// Times in the log (slf4j-simple prints none by default) line a member's log up with the
+	// others' and with the test's.
+	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true",
+		"-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"}
 	if s.opts.MaxBuffer > 0 {
 		args = append(args, "-Djute.maxbuffer="+strconv.Itoa(s.opts.MaxBuffer))
 	}
-	args = append(args, "-cp", s.classpath, mainClass, s.cfgPath)
+	args = append(args, "-cp", s.classpath, s.mainClass(), s.cfgPath)
 	fmt.Fprintf(logf, "==== zktest: starting %s %s (%s)\n", s.java, strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.java, args...)
 	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, logf, logf
@@ -171,29 +271,104 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.proc, s.logFile = p, logf
 	s.mu.Unlock()
-	deadline := time.Now().Add(startTimeout)
+	return nil
+}
+
+// waitServing waits until every one of servers (launched) serves. Each is polled on its own
+// goroutine, since one poll can take a second while JVMs start on few cores (a first TLS
+// handshake does); all are stopped, and waited for, as soon as one fails, so that a member that
+// exited on a bind clash is retried at once.
+func waitServing(servers []*Server, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	quit := make(chan struct{})
+	var once sync.Once
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() {
+			if errs[i] = s.waitServing(deadline, timeout, quit); errs[i] != nil {
+				once.Do(func() { close(quit) })
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && err != errQuit {
+			return err
+		}
+	}
+	return nil
+}
+
+// errQuit ends a server's wait because another server's failed.
+var errQuit = errors.New("zktest: wait abandoned")
+
+func (s *Server) waitServing(deadline time.Time, timeout time.Duration, quit <-chan struct{}) error {
 	delay := 20 * time.Millisecond
 	for {
-		if exited, err := p.Exited(); exited {
-			return fmt.Errorf("zookeeper exited: %v", err)
+		if exited, err := s.process().Exited(); exited {
+			return fmt.Errorf("zookeeper on port %d exited: %v", s.port, err)
 		}
-		// ruok answers imok as soon as the process runs; srvr says whether it serves yet (after a
-		// restart it first loads its snapshot and log).
-		out, err := s.FourLetter("ruok")
-		if err == nil && out == "imok" {
-			if out, err = s.FourLetter("srvr"); err == nil && strings.Contains(out, "Zookeeper version") {
-				return nil
-			}
+		ok, out, err := s.serving()
+		if ok {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no imok to ruok within %v (last: %q, %v)", startTimeout, out, err)
+			return fmt.Errorf("zookeeper on port %d not serving within %v (last: %q, %v)", s.port, timeout, out, err)
 		}
-		time.Sleep(delay)
+		select {
+		case <-quit:
+			return errQuit
+		case <-time.After(delay):
+		}
 		delay = min(delay*3/2, 200*time.Millisecond)
 	}
 }
 
-// bindClash reports whether the last start failed because the port was taken.
+// serving reports whether the server serves clients, with the last answer. ruok answers imok as
+// soon as the process runs; srvr says whether it serves yet (after a restart it first loads its
+// snapshot and log; an ensemble member first needs a quorum that has elected a leader).
+func (s *Server) serving() (bool, string, error) {
+	out, err := s.FourLetter("ruok")
+	if err != nil || out != "imok" {
+		return false, out, err
+	}
+	if out, err = s.FourLetter("srvr"); err != nil || !strings.Contains(out, "Zookeeper version") {
+		return false, out, err
+	}
+	if s.quorum != "" {
+		if mode := modeOf(out); mode != "leader" && mode != "follower" {
+			return false, out, nil
+		}
+	}
+	if s.certs != nil {
+		// A standalone server serves on its plain port before it binds the TLS one (and exits
+		// if that bind fails), so the TLS port is asked too: a handshake with the client
+		// certificate, then ruok.
+		if out, err := s.fourLetterTLS("ruok"); err != nil || out != "imok" {
+			return false, "TLS port: " + out, err
+		}
+	}
+	return true, out, nil
+}
+
+func (s *Server) process() *serverproc.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
+// running reports whether the server's process runs (it may not serve yet).
+func (s *Server) running() bool {
+	p := s.process()
+	if p == nil {
+		return false
+	}
+	exited, _ := p.Exited()
+	return !exited
+}
+
+// bindClash reports whether the last start failed because a port was taken.
 func (s *Server) bindClash() bool {
 	b, _ := os.ReadFile(s.logPath)
 	text := string(b)
@@ -222,8 +397,25 @@ func (s *Server) Stop(t testing.TB) {
 	logf.Close() // a second Stop closes it again: harmless
 }
 
-// Restart stops the server and starts it again on the same port and data directory: the tree
-// and the sessions are kept.
+// Kill sends SIGKILL and waits for the exit: a crash, with no goodbye to clients or peers (they
+// learn it from a reset connection or a timeout). The server stays down until Restart.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	p, logf := s.proc, s.logFile
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	_ = p.Signal(os.Kill) // fails only when it has exited already
+	<-p.Done()
+	p.Stop(0) // marks it stopped, so that the cleanup's Stop signals nothing
+	logf.Close()
+}
+
+// Restart stops the server (if it runs) and starts it again on the same ports and data
+// directory: the tree and the sessions are kept. An ensemble member serves again once it has
+// rejoined a quorum, so the other members must be up.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop(t)
@@ -239,16 +431,73 @@ func (s *Server) Restart(t testing.TB) {
 		// The old process's socket (or someone else) still holds the port: wait and retry.
 		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
 	}
-	t.Fatalf("zktest: restarting zookeeper: %v", err)
+	t.Fatalf("zktest: restarting zookeeper: %v (its log: %s)", err, s.logPath)
+}
+
+// SecureAddr is the TLS client address, "127.0.0.1:PORT", or "" without Options.TLS. It stays
+// the same across Restart.
+func (s *Server) SecureAddr() string {
+	if s.certs == nil {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.securePort))
+}
+
+// TLS returns the PEM files of the server's test CA and of a client certificate it signed; zero
+// without Options.TLS.
+func (s *Server) TLS() TLSFiles {
+	if s.certs == nil {
+		return TLSFiles{}
+	}
+	return s.certs.files
+}
+
+// Mode is the server's role from srvr: "standalone", or "leader" or "follower" in an ensemble.
+func (s *Server) Mode() (string, error) {
+	out, err := s.FourLetter("srvr")
+	if err != nil {
+		return "", err
+	}
+	if mode := modeOf(out); mode != "" {
+		return mode, nil
+	}
+	return "", fmt.Errorf("srvr answered no mode: %q", out)
+}
+
+func modeOf(srvr string) string {
+	for _, line := range strings.Split(srvr, "\n") {
+		if v, ok := strings.CutPrefix(line, "Mode:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // FourLetter sends a four-letter-word command (ruok, srvr, stat, mntr, cons, wchs are allowed)
-// and returns the answer, trimmed.
+// to the plain client port and returns the answer, trimmed.
 func (s *Server) FourLetter(cmd string) (string, error) {
 	c, err := net.DialTimeout("tcp", s.Addr(), 2*time.Second)
 	if err != nil {
 		return "", err
 	}
+	return fourLetter(c, cmd)
+}
+
+// fourLetterTLS sends a four-letter word to the TLS port, with the client certificate. Needed
+// for cons: a server lists only the connections of the port it is asked on.
+func (s *Server) fourLetterTLS(cmd string) (string, error) {
+	cfg, err := s.certs.files.ClientConfig()
+	if err != nil {
+		return "", err
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", s.SecureAddr(), cfg)
+	if err != nil {
+		return "", err
+	}
+	return fourLetter(c, cmd)
+}
+
+func fourLetter(c net.Conn, cmd string) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, cmd); err != nil {
@@ -425,13 +674,17 @@ func (s *Server) tail(n int) string {
 	return fmt.Sprintf("--- last %d lines of %s ---\n%s\n--- end of zookeeper log ---", len(lines), s.logPath, strings.Join(lines, "\n"))
 }
 
-// freePort returns a TCP port free on 127.0.0.1 now; another process can take it before
-// ZooKeeper binds it, so Start retries.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePorts returns n distinct TCP ports free on 127.0.0.1 now (all are held open together, so
+// none repeats); another process can take one before ZooKeeper binds it, so starts retry.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }

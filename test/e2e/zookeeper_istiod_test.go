@@ -1,0 +1,453 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/go-zookeeper/zk"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
+	"github.com/galleon-mesh/galleon/test/istiod"
+)
+
+// The Dubbo service of TestZooKeeperToIstiod: one interface, one version, no group.
+const (
+	greetingIface   = "org.apache.demo.GreetingService"
+	greetingVersion = "1.0.0"
+	greetingDir     = "/dubbo/" + greetingIface
+	greetingPort    = 20880
+	// zkSessionTimeout is galleon-zookeeper's --zk-session-timeout: the server (tick 500ms)
+	// allows 1s to 10s.
+	zkSessionTimeout = 2 * time.Second
+)
+
+// greetingName is the ServiceEntry name galleon-zookeeper gives (interface, "", version), as
+// adapters/zookeeper/dubbo.go (dubboName) documents it: the interface and version sanitised to a
+// DNS label, "--", then the first 10 hex digits of SHA-256(interface NUL group NUL version).
+func greetingName() string {
+	sum := sha256.Sum256([]byte(greetingIface + "\x00" + "" + "\x00" + greetingVersion))
+	return "org-apache-demo-greetingservice-1-0-0--" + hex.EncodeToString(sum[:])[:10]
+}
+
+// dubboProvider is the znode name a Dubbo 2 provider on ip registers under
+// /dubbo/<interface>/providers: its URL, URL-encoded (URL.encode in Dubbo, which is Java's
+// URLEncoder), with the parameters a Dubbo 2.7 provider writes.
+func dubboProvider(ip string) string {
+	q := url.Values{
+		"anyhost":     {"true"},
+		"application": {"greeter"},
+		"deprecated":  {"false"},
+		"dubbo":       {"2.0.2"},
+		"dynamic":     {"true"},
+		"generic":     {"false"},
+		"interface":   {greetingIface},
+		"methods":     {"greet,greetAsync"},
+		"pid":         {"4242"},
+		"release":     {"2.7.23"},
+		"side":        {"provider"},
+		"timestamp":   {"1700000000000"},
+		"version":     {greetingVersion},
+		"weight":      {"100"},
+	}
+	return url.QueryEscape(fmt.Sprintf("dubbo://%s:%d/%s?%s", ip, greetingPort, greetingIface, q.Encode()))
+}
+
+// proxyEndpoints asks istiod, as a newly connected sidecar would (plain-text xDS, one EDS
+// request), for the endpoints of cluster, and returns their addresses, sorted.
+func proxyEndpoints(ctx context.Context, ist *istiod.Istiod, cluster string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient(ist.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
+	if err := st.Send(&discovery.DiscoveryRequest{
+		Node:          &corev3.Node{Id: "sidecar~10.40.99.1~probe.default~default.svc.cluster.local"},
+		TypeUrl:       edsType,
+		ResourceNames: []string{cluster},
+	}); err != nil {
+		return nil, err
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range resp.Resources {
+		var cla endpointv3.ClusterLoadAssignment
+		if err := r.UnmarshalTo(&cla); err != nil {
+			return nil, err
+		}
+		if cla.ClusterName != cluster {
+			continue
+		}
+		for _, l := range cla.Endpoints {
+			for _, e := range l.LbEndpoints {
+				out = append(out, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+type zkQuietLogger struct{}
+
+func (zkQuietLogger) Printf(string, ...any) {}
+
+// TestZooKeeperToIstiod runs a real ZooKeeper holding Dubbo 2 providers, galleon-zookeeper
+// watching it (--zk-layout dubbo) and a real istiod reading galleon-zookeeper over MCP. Providers
+// joining and leaving must be EDS-only updates in istiod; an expiry of the adapter's ZooKeeper
+// session, with providers changing meanwhile, must converge without istiod ever losing the
+// service or all its endpoints; the last provider leaving keeps the ServiceEntry with no
+// endpoints, and deleting the interface removes it.
+func TestZooKeeperToIstiod(t *testing.T) { istiod.ForEachRelease(t, testZooKeeperToIstiod) }
+
+func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
+	bin := galleonBinary(t, "galleon-zookeeper")
+	server := zktest.Start(t, zktest.Options{TickTime: 500 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// 1. The Dubbo 2 layout as a provider writes it: persistent interface nodes, ephemeral
+	// provider nodes of the writer's session.
+	zc, _, err := zk.Connect([]string{server.Addr()}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkQuietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	for _, p := range []string{"/dubbo", greetingDir, greetingDir + "/providers", greetingDir + "/consumers",
+		greetingDir + "/configurators", greetingDir + "/routers"} {
+		if _, err := zc.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	providerPath := func(ip string) string { return greetingDir + "/providers/" + dubboProvider(ip) }
+	join := func(ip string) error {
+		_, err := zc.Create(providerPath(ip), nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		return err
+	}
+	leave := func(ip string) error { return zc.Delete(providerPath(ip), -1) }
+	for _, ip := range []string{"10.40.0.1", "10.40.0.2"} {
+		if err := join(ip); err != nil {
+			t.Fatalf("provider %s: %v", ip, err)
+		}
+	}
+	// A consumer, as Dubbo registers it: not an instance (and not under providers anyway).
+	consumer := url.QueryEscape("consumer://10.40.9.9/" + greetingIface + "?application=caller&category=consumers&side=consumer&version=" + greetingVersion)
+	if _, err := zc.Create(greetingDir+"/consumers/"+consumer, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. galleon-zookeeper and istiod.
+	g := startGalleon(t, bin, "--zk-servers", server.Addr(), "--zk-layout", "dubbo",
+		"--zk-session-timeout", zkSessionTimeout.String(), "--zk-unreachable-after", "1s", "--debounce-quiet", "20ms")
+	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
+
+	name := greetingName()
+	key := "default/" + name
+	host := name + ".default.dubbo"
+	ses := waitForServiceEntries(t, ctx, ist, "initial state", func(ses map[string]serviceEntry) string {
+		if m := endpointsAre(key, "10.40.0.1", "10.40.0.2")(ses); m != "" {
+			var dubbo []string
+			for k, se := range ses {
+				if slices.ContainsFunc(se.Spec.Hosts, func(h string) bool { return strings.HasSuffix(h, ".dubbo") }) {
+					dubbo = append(dubbo, fmt.Sprintf("%s %v", k, se.Spec.Hosts))
+				}
+			}
+			return fmt.Sprintf("%s (ServiceEntries with a .dubbo host: %v)", m, dubbo)
+		}
+		if len(ses) != 1 {
+			return fmt.Sprintf("%d ServiceEntries, want 1", len(ses))
+		}
+		return ""
+	})
+	// shapeOf checks what must not change while providers come and go: host, port, resolution.
+	shapeOf := func(se serviceEntry) string {
+		if !slices.Equal(se.Spec.Hosts, []string{host}) {
+			return fmt.Sprintf("hosts %v, want [%s]", se.Spec.Hosts, host)
+		}
+		if len(se.Spec.Ports) != 1 || se.Spec.Ports[0].Number != greetingPort || se.Spec.Ports[0].Protocol != "TCP" ||
+			se.Spec.Ports[0].Name != "tcp-dubbo" {
+			return fmt.Sprintf("ports %+v, want one: 20880 TCP tcp-dubbo", se.Spec.Ports)
+		}
+		if se.Spec.Resolution != "STATIC" {
+			return fmt.Sprintf("resolution %q, want STATIC", se.Spec.Resolution)
+		}
+		return ""
+	}
+	se := ses[key]
+	if m := shapeOf(se); m != "" {
+		t.Errorf("%s: %s", key, m)
+	}
+	// The provider URL's parameters: weight, and the labels the adapter copies.
+	var raw struct {
+		Endpoints []struct {
+			Address string            `json:"address"`
+			Weight  uint32            `json:"weight"`
+			Labels  map[string]string `json:"labels"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(se.Config.Spec, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range raw.Endpoints {
+		if e.Weight != 100 || e.Labels["application"] != "greeter" || e.Labels["version"] != greetingVersion || e.Labels["side"] != "provider" {
+			t.Errorf("%s endpoint %s: weight %d labels %v, want weight 100 and application=greeter, version=%s, side=provider",
+				key, e.Address, e.Weight, e.Labels, greetingVersion)
+		}
+	}
+	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("after initial sync: %+v", counters)
+
+	// holds is what every look at istiod must find while providers change: the ServiceEntry,
+	// its shape, and the given endpoints.
+	holds := func(want ...string) func(map[string]serviceEntry) string {
+		return func(ses map[string]serviceEntry) string {
+			if m := endpointsAre(key, want...)(ses); m != "" {
+				return m
+			}
+			if m := shapeOf(ses[key]); m != "" {
+				return key + ": " + m
+			}
+			return ""
+		}
+	}
+	// proxyGets checks what a sidecar connecting now is given for the service's cluster.
+	cluster := fmt.Sprintf("outbound|%d||%s", greetingPort, host)
+	proxyGets := func(what string, want ...string) {
+		t.Helper()
+		got, err := proxyEndpoints(ctx, ist, cluster)
+		if err != nil {
+			t.Fatalf("%s: EDS request for %s: %v", what, cluster, err)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: a sidecar connecting now is given endpoints %v for %s, want %v", what, got, cluster, want)
+		}
+	}
+	proxyGets("initial state", "10.40.0.1", "10.40.0.2")
+	// change makes a change, waits until istiod's ServiceEntries satisfy ok and istiod has pushed,
+	// and returns the full pushes it caused.
+	change := func(what string, do func() error, ok func(map[string]serviceEntry) string) float64 {
+		t.Helper()
+		before := counters
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		waitForServiceEntries(t, ctx, ist, what, ok)
+		after, err := ist.WaitPushed(ctx, before)
+		if err != nil {
+			t.Fatalf("%s: istiod did not push: %v", what, err)
+		}
+		counters = after
+		t.Logf("%s: full pushes +%v, EDS updates +%v", what, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
+		return after.FullPushes - before.FullPushes
+	}
+	// step is a change that leaves the service with endpoints want, in istiod and for a sidecar.
+	step := func(what string, do func() error, want ...string) float64 {
+		t.Helper()
+		full := change(what, do, holds(want...))
+		proxyGets(what, want...)
+		return full
+	}
+
+	// 3. A provider leaves and comes back: endpoints only, no full push.
+	if full := step("provider 10.40.0.2 leaves", func() error { return leave("10.40.0.2") }, "10.40.0.1"); full != 0 {
+		t.Errorf("a provider leaving caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+	if full := step("provider 10.40.0.2 is back", func() error { return join("10.40.0.2") }, "10.40.0.1", "10.40.0.2"); full != 0 {
+		t.Errorf("a provider joining caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+
+	// 4. The adapter's session expires while providers change: galleon-zookeeper is stopped
+	// (SIGSTOP) until ZooKeeper has expired its session, 10.40.0.2 leaves and 10.40.0.3 joins
+	// meanwhile, then it runs again. It must relist on a new session, and istiod must go from
+	// {1, 2} to {1, 3} without ever missing the service or all its endpoints.
+	sid := regexp.MustCompile(`ZooKeeper session established.* session=(0x[0-9a-f]+)`).FindStringSubmatch(g.Log())
+	if sid == nil {
+		t.Fatal("galleon-zookeeper logged no \"ZooKeeper session established ... session=0x...\"")
+	}
+	// cons lists a session as sid=0x<hex> without leading zeros, like the adapter's log.
+	if out, err := server.FourLetter("cons"); err != nil || !strings.Contains(out, "sid="+sid[1]) {
+		t.Fatalf("ZooKeeper's cons does not list the adapter's session %s (%v): %s", sid[1], err, out)
+	}
+	before := counters
+	logOffset := g.LogOffset()
+	if err := g.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			if err := g.Signal(syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume) // before the process is stopped (cleanups run last-in first-out)
+	pausedAt := time.Now()
+	if err := leave("10.40.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := join("10.40.0.3"); err != nil {
+		t.Fatal(err)
+	}
+	// Until ZooKeeper drops the session, istiod keeps what it had: the adapter is stopped.
+	pauseLooks := 0
+	for {
+		out, err := server.FourLetter("cons")
+		if err != nil {
+			t.Fatalf("cons: %v", err)
+		}
+		if !strings.Contains(out, "sid="+sid[1]) {
+			break
+		}
+		if time.Since(pausedAt) > 10*zkSessionTimeout {
+			t.Fatalf("ZooKeeper still lists session %s %v after galleon-zookeeper was stopped:\n%s", sid[1], time.Since(pausedAt), out)
+		}
+		ses, err := serviceEntries(ctx, ist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := holds("10.40.0.1", "10.40.0.2")(ses); m != "" {
+			t.Fatalf("istiod changed while galleon-zookeeper was stopped: %s", m)
+		}
+		pauseLooks++
+		time.Sleep(100 * time.Millisecond)
+	}
+	expiredAfter := time.Since(pausedAt)
+	// Stay stopped past the timeout for good measure: the adapter must find out on its own.
+	time.Sleep(time.Until(pausedAt.Add(2 * zkSessionTimeout)))
+	resume()
+	resumedAt := time.Now()
+	t.Logf("ZooKeeper dropped session %s %v after galleon-zookeeper was stopped (%d looks at istiod meanwhile); resumed it after %v",
+		sid[1], expiredAfter.Round(time.Millisecond), pauseLooks, resumedAt.Sub(pausedAt).Round(time.Millisecond))
+
+	var seen []string // the distinct endpoint lists istiod held, in order
+	looks := 0
+	for {
+		ses, err := serviceEntries(ctx, ist)
+		if err != nil {
+			t.Fatal(err)
+		}
+		looks++
+		se, ok := ses[key]
+		if !ok {
+			t.Fatalf("after the session expiry, look %d: istiod lost %s (holds %d ServiceEntries)", looks, key, len(ses))
+		}
+		eps := se.endpoints()
+		if s := fmt.Sprint(eps); len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+		}
+		if len(eps) == 0 || !slices.Contains(eps, "10.40.0.1") {
+			t.Fatalf("after the session expiry, look %d: istiod's endpoints of %s are %v: 10.40.0.1 never left (endpoint lists seen: %v)", looks, key, eps, seen)
+		}
+		if m := shapeOf(se); m != "" {
+			t.Fatalf("after the session expiry, look %d: %s: %s", looks, key, m)
+		}
+		if slices.Equal(eps, []string{"10.40.0.1", "10.40.0.3"}) {
+			break
+		}
+		if time.Since(resumedAt) > time.Minute {
+			t.Fatalf("istiod did not converge to [10.40.0.1 10.40.0.3] within a minute of the resume (endpoint lists seen: %v)", seen)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	converged := time.Since(resumedAt)
+	after, err := ist.WaitPushed(ctx, before)
+	if err != nil {
+		t.Fatalf("session expiry: istiod did not push: %v", err)
+	}
+	counters = after
+	t.Logf("session expiry with 10.40.0.2 -> 10.40.0.3 meanwhile: converged %v after the resume in %d looks (endpoint lists seen: %v); full pushes +%v, EDS updates +%v",
+		converged.Round(time.Millisecond), looks, seen, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
+	if full := after.FullPushes - before.FullPushes; full != 0 {
+		t.Errorf("a session expiry with a provider change caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+	proxyGets("after the session expiry", "10.40.0.1", "10.40.0.3")
+	// The expiry really happened, and the adapter relisted on a new session.
+	for _, line := range []string{"ZooKeeper session expired", "relisting every service on the new session"} {
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(g.LogSince(logOffset), line) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if !strings.Contains(g.LogSince(logOffset), line) {
+			t.Errorf("galleon-zookeeper did not log %q after the pause", line)
+		}
+	}
+	if m := regexp.MustCompile(`old_session=(0x[0-9a-f]+)`).FindStringSubmatch(g.LogSince(logOffset)); m == nil || m[1] != sid[1] {
+		t.Errorf("the expiry logged is not of session %s: %v", sid[1], m)
+	}
+
+	// 5. The providers leave one by one: the last one leaving keeps the ServiceEntry, with its
+	// port and no endpoints; deleting the interface removes it.
+	if full := step("provider 10.40.0.3 leaves", func() error { return leave("10.40.0.3") }, "10.40.0.1"); full != 0 {
+		t.Errorf("a provider leaving caused %v full pushes in istiod, want 0 (EDS only)", full)
+	}
+	// The last provider leaving. istiod 1.29 applies an update of a STATIC ServiceEntry's
+	// endpoints alone as an EDS update of the new endpoints' hosts, of which there are none
+	// (pilot/pkg/serviceregistry/serviceentry/controller.go, serviceEntryHandler -> edsUpdate),
+	// so it would keep the last provider for good. Galleon labels a ServiceEntry with no
+	// endpoint (convert.LabelNoEndpoints): a service change, one full push, and istiod rebuilds
+	// the service's endpoints to none. A sidecar must then get none.
+	if full := step("last provider 10.40.0.1 leaves", func() error { return leave("10.40.0.1") }); full != 1 {
+		t.Errorf("the last provider leaving caused %v full pushes in istiod, want 1 (the label that makes istiod clear the endpoints)", full)
+	}
+	if se := waitForServiceEntries(t, ctx, ist, "no endpoint: labelled", holds())[key]; se.Labels["galleon.io/endpoints"] != "none" {
+		t.Errorf("the ServiceEntry without endpoints has labels %v, want galleon.io/endpoints=none", se.Labels)
+	}
+	// One comes back (the label goes: a full push again), and leaves again.
+	if full := step("provider 10.40.0.1 is back", func() error { return join("10.40.0.1") }, "10.40.0.1"); full != 1 {
+		t.Errorf("the first provider coming back caused %v full pushes in istiod, want 1 (the label removed)", full)
+	}
+	if full := step("last provider 10.40.0.1 leaves again", func() error { return leave("10.40.0.1") }); full != 1 {
+		t.Errorf("the last provider leaving caused %v full pushes in istiod, want 1", full)
+	}
+	if full := change("interface node deleted", func() error {
+		// Children first, as zkCli's deleteall does.
+		for _, p := range []string{greetingDir + "/consumers/" + consumer, greetingDir + "/providers", greetingDir + "/consumers",
+			greetingDir + "/configurators", greetingDir + "/routers", greetingDir} {
+			if err := zc.Delete(p, -1); err != nil {
+				return fmt.Errorf("delete %s: %w", p, err)
+			}
+		}
+		return nil
+	}, func(ses map[string]serviceEntry) string {
+		if _, ok := ses[key]; ok {
+			return key + " still held"
+		}
+		if len(ses) != 0 {
+			return fmt.Sprintf("%d ServiceEntries left, want none", len(ses))
+		}
+		return ""
+	}); full < 1 {
+		t.Errorf("removing the service caused %v full pushes in istiod, want >= 1", full)
+	}
+	proxyGets("interface node deleted")
+}
