@@ -27,6 +27,7 @@ const (
 	DefaultDubboHostTemplate = "{{.Name}}.{{.Namespace}}.dubbo"
 	DefaultUnreachableAfter  = 2 * time.Second
 	DefaultListConcurrency   = 16
+	DefaultRelistInterval    = 30 * time.Minute
 
 	// Layouts (Config.Layout, --zk-layout).
 	LayoutCurator = "curator"
@@ -76,6 +77,12 @@ type Config struct {
 	// ListConcurrency is how many reads the adapter keeps in flight when it lists (at start,
 	// after a session expiry). Default 16.
 	ListConcurrency int
+	// RelistInterval is how often every known path is read again as a safety net against a
+	// missed watch (watches are exact within a session, and a session expiry relists anyway).
+	// The relisting goes relistChunk services at a time between the watches' own reads, so it
+	// never holds a change back for longer than one chunk. Unlike the other fields, 0 turns it
+	// off; negative means DefaultRelistInterval, the command's default.
+	RelistInterval time.Duration
 	// Auth is "user:password" for ZooKeeper's digest scheme (addauth digest user:password),
 	// presented on every connection. Prefer AuthFile (or the GALLEON_ZK_AUTH variable): a
 	// flag's value shows in the process list.
@@ -185,6 +192,12 @@ func (cfg *Config) validate() (*template.Template, error) {
 	host, err := parseHostTemplate(cfg.HostTemplate)
 	if err != nil {
 		add("--zk-host-template: %v", err)
+	}
+	if cfg.RelistInterval < 0 {
+		cfg.RelistInterval = DefaultRelistInterval
+	}
+	if cfg.RelistInterval > 0 && cfg.RelistInterval < time.Minute {
+		add("--zk-relist-interval %v: want 0 (off) or at least 1m: each relisting reads every service again", cfg.RelistInterval)
 	}
 	if cfg.ListConcurrency == 0 {
 		cfg.ListConcurrency = DefaultListConcurrency

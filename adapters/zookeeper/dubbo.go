@@ -169,6 +169,8 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	}
 	e.ports = []model.Port{port}
 	group, version := q.Get("group"), q.Get("version")
+	// Copies: group and version are substrings of the decoded URL, which is not kept.
+	group, version = strings.Clone(group), strings.Clone(version)
 	e.svc = hostData{Name: dubboName(iface, group, version), Interface: iface, Group: group, Version: version}
 	return e, nil
 }

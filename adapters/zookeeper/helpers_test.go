@@ -167,6 +167,12 @@ func run(t *testing.T, cfg Config) *registrytest.Recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runRegistry(t, reg)
+}
+
+// runRegistry is run for a Registry the test made (and may have adjusted) itself.
+func runRegistry(t *testing.T, reg *Registry) *registrytest.Recorder {
+	t.Helper()
 	rec := registrytest.NewRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

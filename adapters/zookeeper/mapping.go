@@ -180,9 +180,9 @@ func buildService(hd hostData, host *template.Template, endpoints []*endpoint, l
 	slices.SortFunc(endpoints, func(a, b *endpoint) int { return strings.Compare(a.inst.ID, b.inst.ID) })
 	byNumber := map[uint32]model.Port{}
 	for _, e := range endpoints {
-		inst := e.inst
-		inst.Labels = cloneMap(inst.Labels)
-		svc.Instances = append(svc.Instances, inst)
+		// inst.Labels is shared, not copied: neither the adapter nor the Sink modifies it (see
+		// labelSets).
+		svc.Instances = append(svc.Instances, e.inst)
 		for _, p := range e.ports {
 			if _, ok := byNumber[p.Number]; !ok {
 				byNumber[p.Number] = p
@@ -213,15 +213,4 @@ func buildService(hd hostData, host *template.Template, endpoints []*endpoint, l
 		svc.Ports = slices.Clone(last)
 	}
 	return svc, true, nil
-}
-
-func cloneMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
@@ -167,5 +168,52 @@ func TestRequestsPerChange(t *testing.T) {
 				&zk.CreateRequest{Path: p + "/" + next, Data: goodNode(name, next, fmt.Sprintf("10.9.2.%d", c+1))})
 		}
 		step("an instance leaving", 1, &zk.DeleteRequest{Path: p + fmt.Sprintf("/c%d", changes-1), Version: -1})
+	})
+}
+
+// TestPeriodicRelist: the safety relisting reads every service again, a chunk at a time, and
+// reports nothing when nothing changed; a change made meanwhile is served.
+func TestPeriodicRelist(t *testing.T) {
+	const services = 300 // two chunks
+	s := startServer(t)
+	w := writer{c: client(t, s.Addr()), root: "/services"}
+	w.ensureRoot(t)
+	for i := range services {
+		name := fmt.Sprintf("svc-%03d", i)
+		if err := w.set(name, map[string][]byte{"a": goodNode(name, "a", fmt.Sprintf("10.1.%d.%d", i/250, i%250))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(Config{Servers: []string{s.Addr()}, Registerer: reg, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.RelistInterval = 300 * time.Millisecond // below what New accepts, to keep the test short
+	rec := runRegistry(t, r)
+	rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool { return len(st) == services })
+	listed := rec.Len()
+	deadline := time.Now().Add(waitTimeout)
+	for counterSum(t, reg, "galleon_zookeeper_relists_total", map[string]string{"reason": "periodic"}) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no two periodic relistings")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The listing reads the root, and every service's children and its one node; a relisting
+	// reads the services again (2 reads each). The second relisting has started, so the first
+	// is done.
+	if got, want := counterSum(t, reg, "galleon_zookeeper_requests_total", nil), float64(1+2*services+2*services); got < want {
+		t.Errorf("%v reads once a relisting is done, want at least %v", got, want)
+	}
+	if extra := rec.Events()[listed:]; len(extra) != 0 {
+		t.Errorf("relistings of an unchanged registry reported %v, want nothing", extra)
+	}
+	if err := w.set("svc-123", map[string][]byte{"a": goodNode("svc-123", "a", "10.9.9.9")}); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool {
+		svc := st[key("svc-123")]
+		return len(svc.Instances) == 1 && svc.Instances[0].Address == "10.9.9.9"
 	})
 }

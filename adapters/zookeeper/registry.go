@@ -119,6 +119,10 @@ type watcher struct {
 	pendingAuth, authSeen, authErr string
 	// authRetry: new credentials came from the file; once presented, read everything again.
 	authRetry bool
+	// relist are the services the periodic relisting has yet to read again, and relistAt when
+	// it started.
+	relist   []string
+	relistAt time.Time
 	// later are the reads of the root, a service's instances or its overrides that failed for
 	// another reason than the connection (an ACL): done again when the retry timer fires.
 	later map[laterRead]bool
@@ -159,6 +163,67 @@ type service struct {
 	// overrideIDs are the children of overridesPath last read, to clear the rejections of
 	// those that go.
 	overrideIDs []string
+	// labels holds one copy of each distinct label set of the service's instances.
+	labels labelSets
+}
+
+// labelSets keeps one map per distinct label set. The instances of one service mostly carry the
+// same labels (a Dubbo interface's providers: application, version, dubbo, release), and a map
+// per instance was the adapter's largest cost at 100,000 instances. The maps are never modified
+// once stored, so instances, and the services handed to the Sink, share them: the Sink treats
+// what it is given as read-only (common/registry.Sink).
+type labelSets struct {
+	sets map[string]map[string]string
+}
+
+// intern returns the stored map equal to m (m itself the first time it is seen).
+func (ls *labelSets) intern(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	k := labelKey(m)
+	if have, ok := ls.sets[k]; ok {
+		return have
+	}
+	if ls.sets == nil {
+		ls.sets = map[string]map[string]string{}
+	}
+	// The values may be substrings of a large input (a decoded provider URL): keep copies,
+	// so that the input can go.
+	own := make(map[string]string, len(m))
+	for k, v := range m {
+		own[strings.Clone(k)] = strings.Clone(v)
+	}
+	ls.sets[k] = own
+	return own
+}
+
+// prune drops the sets no node uses any more, once the table holds more sets than nodes: the
+// cost is amortised over the interns that grew it.
+func (ls *labelSets) prune(nodes map[string]*node) {
+	if len(ls.sets) <= len(nodes)+8 {
+		return
+	}
+	used := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if n.good != nil && len(n.good.inst.Labels) > 0 {
+			used[labelKey(n.good.inst.Labels)] = true
+		}
+	}
+	maps.DeleteFunc(ls.sets, func(k string, _ map[string]string) bool { return !used[k] })
+}
+
+// labelKey is a canonical form of a label set: sorted key=value pairs, NUL-separated.
+func labelKey(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(m[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 type served struct {
@@ -232,6 +297,12 @@ func (w *watcher) run(ctx context.Context) error {
 		defer t.Stop()
 		authPoll = t.C
 	}
+	var relistTick <-chan time.Time
+	if cfg.RelistInterval > 0 {
+		t := time.NewTicker(cfg.RelistInterval)
+		defer t.Stop()
+		relistTick = t.C
+	}
 
 	for {
 		w.drain()
@@ -257,6 +328,9 @@ func (w *watcher) run(ctx context.Context) error {
 				w.markAll()
 			}
 			continue
+		}
+		if w.hasSession && w.pendingAuth == "" && !w.dirty() && !w.waiting && len(w.relist) > 0 && w.queued() == 0 {
+			w.relistNext()
 		}
 		if w.hasSession && w.pendingAuth == "" && w.dirty() && !w.waiting {
 			if err := w.round(ctx); err != nil && ctx.Err() == nil {
@@ -287,6 +361,12 @@ func (w *watcher) run(ctx context.Context) error {
 				w.rec.Unreachable(fmt.Errorf("zookeeper %s: no session for %v (client state %v%s); serving what was read last",
 					strings.Join(cfg.Servers, ","), cfg.UnreachableAfter, w.lastState, why))
 				w.down = true
+			}
+		case <-relistTick:
+			if len(w.relist) == 0 {
+				w.relist = slices.Sorted(maps.Keys(w.services))
+				w.relistAt = time.Now()
+				w.r.metrics.relists.WithLabelValues("periodic").Inc()
 			}
 		case <-authPoll:
 			digest, err := cfg.digest()
@@ -426,20 +506,46 @@ func (w *watcher) watchFired(p string, t zk.EventType) {
 	}
 }
 
+// relistChunk is how many services the periodic relisting reads at a time: about 3 reads
+// each, a few hundred milliseconds of one connection, which is the longest it can hold back
+// a change that arrives meanwhile.
+const relistChunk = 256
+
+// relistNext marks the next chunk of the periodic relisting to be read again.
+func (w *watcher) relistNext() {
+	n := min(relistChunk, len(w.relist))
+	for _, name := range w.relist[:n] {
+		s, ok := w.services[name]
+		if !ok {
+			continue
+		}
+		w.markService(name, s)
+	}
+	w.relist = w.relist[n:]
+	if len(w.relist) == 0 {
+		w.r.log.Info("periodic relisting done", "services", len(w.services), "took", time.Since(w.relistAt).Round(time.Millisecond))
+	}
+}
+
 // markAll marks every path known to be read again: the watches went with the old session.
 func (w *watcher) markAll() {
 	w.dirtyRoot = true
 	for name, s := range w.services {
-		w.dirtySvc[name] = true
-		if w.r.layout.overridesPath(w.r.cfg.Root, name) != "" {
-			w.dirtyOvr[name] = true
-		}
-		if !w.r.layout.readsData() {
-			continue // the nodes' names are their content: the children read covers them
-		}
-		for id := range s.nodes {
-			w.dirtyNode[nodeKey{name, id}] = true
-		}
+		w.markService(name, s)
+	}
+}
+
+// markService marks a service's paths to be read again.
+func (w *watcher) markService(name string, s *service) {
+	w.dirtySvc[name] = true
+	if w.r.layout.overridesPath(w.r.cfg.Root, name) != "" {
+		w.dirtyOvr[name] = true
+	}
+	if !w.r.layout.readsData() {
+		return // the nodes' names are their content: the children read covers them
+	}
+	for id := range s.nodes {
+		w.dirtyNode[nodeKey{name, id}] = true
 	}
 }
 
@@ -738,6 +844,7 @@ func (w *watcher) parse(name, id string, n *node, data []byte) {
 	e, err := w.r.layout.parseInstance(name, id, data)
 	switch {
 	case err == nil:
+		e.inst.Labels = w.services[name].labels.intern(e.inst.Labels)
 		n.good, n.err = &e, nil
 	case errors.Is(err, errNotInstance):
 		n.good, n.err = nil, nil
@@ -858,6 +965,7 @@ func (w *watcher) build() {
 		if !ok {
 			continue
 		}
+		s.labels.prune(s.nodes)
 		ns := w.r.cfg.Namespace
 		// The instances by the service they belong to, and every service built before (it
 		// stays, without instances, until the service znode goes).

@@ -1,11 +1,27 @@
 // Command galleon-load measures a running Galleon source the way istiod
-// uses it: it connects N sinks, waits for the initial state, rewrites one
-// service in the source's file registry N times and reports how long each
-// change took to reach every sink, the bytes sent and the source's memory.
+// uses it: it connects N sinks, waits for the initial state, changes one
+// service in the source's registry (files or ZooKeeper) N times and reports
+// how long each change took to reach every sink, the bytes sent and the
+// source's memory.
 //
 //	galleon-load generate --dir /tmp/reg --services 10000 --instances 10
 //	galleon-file --dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
 //	galleon-load run --addr 127.0.0.1:16010 --dir /tmp/reg --sinks 10 --protocol sotw \
+//	  --metrics http://127.0.0.1:16014/metrics
+//
+// Against ZooKeeper, zk-generate writes the registry into a running
+// ZooKeeper (persistent znodes, in batched transactions; it can be run
+// again) and each change of run is one ZooKeeper transaction: a provider of
+// org.galleon.load.Target leaving as another joins (Dubbo layout), or one
+// instance of load-target rewritten with a new address (--zk-layout
+// curator, Curator / Spring Cloud Zookeeper). With --metrics, run also
+// reports the source's ZooKeeper requests per change. A ZooKeeper for it:
+// java -cp "$(scripts/zookeeper.sh classpath)"
+// org.apache.zookeeper.server.ZooKeeperServerMain zoo.cfg (clientPort=2181).
+//
+//	galleon-load zk-generate --zk-servers 127.0.0.1:2181 --layout dubbo --services 10000 --instances 10
+//	galleon-zookeeper --zk-servers 127.0.0.1:2181 --zk-layout dubbo --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
+//	galleon-load run --addr 127.0.0.1:16010 --zk-servers 127.0.0.1:2181 --zk-layout dubbo --sinks 10 --protocol sotw \
 //	  --metrics http://127.0.0.1:16014/metrics
 //
 // galleon-load attack runs hostile clients against a source for a while
@@ -20,6 +36,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	"github.com/galleon-mesh/galleon/internal/loadtest"
@@ -47,6 +64,23 @@ func main() {
 			fail(err.Error())
 		}
 		fmt.Printf("wrote %d services x %d instances to %s\n", cfg.Services, cfg.Instances, cfg.Dir)
+	case "zk-generate":
+		fs := flag.NewFlagSet("zk-generate", flag.ExitOnError)
+		cfg := loadtest.ZKGenerateConfig{Progress: os.Stderr}
+		servers := fs.String("zk-servers", "127.0.0.1:2181", "ZooKeeper servers to write into, host:port,...")
+		fs.StringVar(&cfg.Layout, "layout", loadtest.ZKLayoutDubbo, "dubbo (<root>/<interface>/providers/<URL-encoded provider URL>) or curator (<root>/<name>/<id> JSON): the source's --zk-layout")
+		fs.StringVar(&cfg.Root, "root", "", "root znode, the source's --zk-root (default /dubbo for dubbo, /services for curator)")
+		fs.IntVar(&cfg.Services, "services", 10000, "number of services (Dubbo interfaces)")
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances (providers) per service, at most 250")
+		fs.IntVar(&cfg.Concurrency, "concurrency", 8, "ZooKeeper transactions (Multi, up to 500 znodes each) in flight")
+		_ = fs.Parse(os.Args[2:])
+		cfg.Servers = splitList(*servers)
+		st, err := loadtest.ZKGenerate(ctx, cfg)
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Printf("wrote %d services x %d instances (%s layout) under %s on ZooKeeper %s: %d znodes created, %d there already, in %v\n",
+			cfg.Services, cfg.Instances, cfg.Layout, st.Root, strings.Join(cfg.Servers, ","), st.Created, st.Existing, st.Took.Round(time.Millisecond))
 	case "run":
 		fs := flag.NewFlagSet("run", flag.ExitOnError)
 		cfg := loadtest.RunConfig{Progress: os.Stderr}
@@ -55,13 +89,20 @@ func main() {
 		fs.IntVar(&cfg.StuckSinks, "stuck-sinks", 0, "SotW sinks connected as well that subscribe and then never read: what they cost the others")
 		fs.StringVar(&cfg.Protocol, "protocol", "sotw", "sotw (what istiod uses), delta, mcp or mcp-incremental (legacy MCP, collection istio/networking/v1alpha3/serviceentries)")
 		fs.StringVar(&cfg.TypeURL, "type", "networking.istio.io/v1/ServiceEntry", "type URL the ADS sinks ask for")
-		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (empty: measure the initial sync only)")
-		fs.IntVar(&cfg.Instances, "instances", 10, "instances of the changed service")
+		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (neither this nor --zk-servers: measure the initial sync only)")
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances of the changed service (--dir)")
+		zkServers := fs.String("zk-servers", "", "the source's ZooKeeper servers, host:port,..., to make changes in (instead of --dir; write the registry with zk-generate)")
+		fs.StringVar(&cfg.ZKLayout, "zk-layout", loadtest.ZKLayoutDubbo, "the source's --zk-layout: dubbo or curator")
+		fs.StringVar(&cfg.ZKRoot, "zk-root", "", "the source's --zk-root (default /dubbo for dubbo, /services for curator)")
 		fs.IntVar(&cfg.Changes, "changes", 100, "changes to make, one at a time")
 		fs.DurationVar(&cfg.Interval, "interval", 50*time.Millisecond, "pause after each change has reached every sink")
-		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory")
+		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change)")
 		fs.DurationVar(&cfg.Timeout, "timeout", time.Minute, "longest wait for the initial sync or one change")
 		_ = fs.Parse(os.Args[2:])
+		cfg.ZKServers = splitList(*zkServers)
+		if cfg.Dir != "" && len(cfg.ZKServers) > 0 {
+			fail("run: --dir and --zk-servers both given: give the registry the source serves, not both")
+		}
 		rep, err := loadtest.Run(ctx, cfg)
 		if err != nil {
 			fail(err.Error())
@@ -87,8 +128,19 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|run|attack [flags]   (galleon-load run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|run|attack [flags]   (galleon-load run -h for the flags)")
 	os.Exit(2)
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func fail(msg string) {

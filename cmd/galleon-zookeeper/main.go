@@ -31,6 +31,7 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.DurationVar(&cfg.UnreachableAfter, "zk-unreachable-after", zookeeper.DefaultUnreachableAfter, "how long the client may be without a session before the registry is reported unreachable; shorter than --zk-session-timeout")
 	fs.StringVar(&cfg.HostTemplate, "zk-host-template", "", "host of a service: Go template with {{.Name}}, {{.Namespace}} (and {{.Interface}}, {{.Group}}, {{.Version}} for dubbo); default "+zookeeper.DefaultHostTemplate+" (curator) or "+zookeeper.DefaultDubboHostTemplate+" (dubbo)")
 	fs.StringToStringVar(&cfg.DubboProtocols, "zk-dubbo-protocol", nil, "protocol of a Dubbo URL scheme, scheme=PROTOCOL,... overriding dubbo=TCP, tri=GRPC, grpc=GRPC, rest=HTTP, http=HTTP, https=HTTPS (others: TCP)")
+	fs.DurationVar(&cfg.RelistInterval, "zk-relist-interval", zookeeper.DefaultRelistInterval, "read every service again this often, a few hundred at a time, as a safety net against a missed watch (0: off)")
 	fs.IntVar(&cfg.ListConcurrency, "zk-list-concurrency", zookeeper.DefaultListConcurrency, "reads in flight while listing (at start, after a session expiry)")
 	fs.StringVar(&cfg.Auth, "zk-auth", "", "digest credentials user:password presented to ZooKeeper (prefer GALLEON_ZK_AUTH or --zk-auth-file: a flag shows in the process list)")
 	fs.StringVar(&cfg.AuthFile, "zk-auth-file", "", "file holding digest credentials user:password, read again every 5s: a new password is presented without a restart")

@@ -45,7 +45,9 @@ type Sink struct {
 	cond    *sync.Cond
 	latest  Arrival
 	arrived map[string]Arrival
-	err     error
+	// count is how many responses arrived, whatever their versions.
+	count int
+	err   error
 }
 
 func newSink(conn *grpc.ClientConn) *Sink {
@@ -58,6 +60,7 @@ func (s *Sink) record(a Arrival) {
 	s.mu.Lock()
 	s.latest = a
 	s.arrived[a.Version] = a
+	s.count++
 	s.mu.Unlock()
 	s.cond.Broadcast()
 }
@@ -76,6 +79,13 @@ func (s *Sink) Latest() Arrival {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.latest
+}
+
+// Count returns how many responses have arrived.
+func (s *Sink) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.count
 }
 
 // Wait blocks until version arrived, the stream failed or ctx is done.
