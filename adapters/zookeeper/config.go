@@ -32,6 +32,7 @@ const (
 	// Layouts (Config.Layout, --zk-layout).
 	LayoutCurator = "curator"
 	LayoutDubbo   = "dubbo"
+	LayoutDubbo3  = "dubbo3"
 
 	// maxNodeData is the largest instance node read: ZooKeeper's own default limit
 	// (jute.maxbuffer) is 1 MiB, and a Curator instance is a few hundred bytes.
@@ -48,12 +49,13 @@ type Config struct {
 	// Servers of the ensemble, "host:port" (a host alone means port 2181). Required.
 	Servers []string
 	// Layout is how services are kept in ZooKeeper: LayoutCurator (the default: Curator /
-	// Spring Cloud Zookeeper, <root>/<name>/<id> JSON nodes) or LayoutDubbo (Dubbo 2 interface
-	// level, <root>/<interface>/providers/<URL-encoded provider URL>).
+	// Spring Cloud Zookeeper, <root>/<name>/<id> JSON nodes), LayoutDubbo (Dubbo 2 interface
+	// level, <root>/<interface>/providers/<URL-encoded provider URL>) or LayoutDubbo3 (Dubbo 3
+	// application level, <root>/<application>/<ip:port> Curator JSON with Dubbo's metadata).
 	Layout string
 	// Root is the znode whose children are the services (Curator's base path; Spring Cloud
 	// Zookeeper's spring.cloud.zookeeper.discovery.root; Dubbo's registry root). Default
-	// /services for the Curator layout, /dubbo for the Dubbo layout.
+	// /dubbo for the Dubbo 2 layout, /services for the others.
 	Root string
 	// SessionTimeout is the session timeout asked of the server (which clamps it to 2-20 ticks).
 	// Default 10s.
@@ -66,7 +68,8 @@ type Config struct {
 	// registered. Default "{{.Name}}.{{.Namespace}}.zookeeper" (Curator),
 	// "{{.Name}}.{{.Namespace}}.dubbo" (Dubbo).
 	HostTemplate string
-	// DubboProtocols overrides the protocol of a Dubbo URL scheme (Dubbo layout), e.g.
+	// DubboProtocols overrides the protocol of a Dubbo URL scheme or protocol name (both
+	// Dubbo layouts), e.g.
 	// {"hessian": "HTTP"}; see dubboProtocols for the defaults.
 	DubboProtocols map[string]string
 	// UnreachableAfter is how long the client may be disconnected before the registry is
@@ -147,9 +150,9 @@ func (cfg *Config) validate() (*template.Template, error) {
 	switch cfg.Layout {
 	case "":
 		cfg.Layout = LayoutCurator
-	case LayoutCurator, LayoutDubbo:
+	case LayoutCurator, LayoutDubbo, LayoutDubbo3:
 	default:
-		add("--zk-layout %q: want %s or %s", cfg.Layout, LayoutCurator, LayoutDubbo)
+		add("--zk-layout %q: want %s, %s or %s", cfg.Layout, LayoutCurator, LayoutDubbo, LayoutDubbo3)
 	}
 	if cfg.Root == "" {
 		cfg.Root = DefaultRoot
@@ -180,7 +183,7 @@ func (cfg *Config) validate() (*template.Template, error) {
 	}
 	if cfg.HostTemplate == "" {
 		cfg.HostTemplate = DefaultHostTemplate
-		if cfg.Layout == LayoutDubbo {
+		if cfg.Layout == LayoutDubbo || cfg.Layout == LayoutDubbo3 {
 			cfg.HostTemplate = DefaultDubboHostTemplate
 		}
 	}

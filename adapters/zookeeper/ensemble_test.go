@@ -24,7 +24,9 @@ func TestEnsembleMemberKilled(t *testing.T) {
 	}
 	var sessions zktest.Sessions
 	reg := prometheus.NewRegistry()
-	rec := run(t, Config{Servers: ens.Addrs(), SessionTimeout: 6 * time.Second, Registerer: reg, dial: sessions.Dial})
+	// UnreachableAfter well above a leader election on two loaded cores: the test is about the
+	// session surviving, not about how fast a new leader is elected.
+	rec := run(t, Config{Servers: ens.Addrs(), SessionTimeout: 8 * time.Second, UnreachableAfter: 6 * time.Second, Registerer: reg, dial: sessions.Dial})
 	rec.WaitFor(t, waitTimeout, hasInstances("orders", "a"))
 	id, _, ok := sessions.Last()
 	if !ok {

@@ -68,8 +68,11 @@ func New(cfg Config) (*Registry, error) {
 		cfg.Servers[i] = strings.TrimSpace(s)
 	}
 	var l layout = curator{}
-	if cfg.Layout == LayoutDubbo {
+	switch cfg.Layout {
+	case LayoutDubbo:
 		l = newDubbo(cfg.DubboProtocols)
+	case LayoutDubbo3:
+		l = newDubbo3(cfg.DubboProtocols)
 	}
 	log := cfg.Logger.With("zookeeper", strings.Join(cfg.Servers, ","), "root", cfg.Root, "layout", cfg.Layout)
 	return &Registry{cfg: cfg, host: host, layout: l, log: log, metrics: newMetrics(cfg.Registerer)}, nil

@@ -1,6 +1,7 @@
 // Command galleon-zookeeper serves the services registered in Apache ZooKeeper (the Curator /
-// Spring Cloud Zookeeper layout, <root>/<name>/<id>, or the Dubbo 2 interface-level layout,
-// <root>/<interface>/providers/<provider URL>) to istiod as ServiceEntries.
+// Spring Cloud Zookeeper layout, <root>/<name>/<id>; the Dubbo 2 interface-level layout,
+// <root>/<interface>/providers/<provider URL>; or the Dubbo 3 application-level layout,
+// <root>/<application>/<ip:port>) to istiod as ServiceEntries.
 package main
 
 import (
@@ -17,7 +18,7 @@ func main() {
 	os.Exit(daemon.Main(daemon.Spec{
 		Name:     "galleon-zookeeper",
 		Registry: "zookeeper",
-		Summary:  "serves the services registered in ZooKeeper (Curator / Spring Cloud Zookeeper or Dubbo 2 layout) to istiod",
+		Summary:  "serves the services registered in ZooKeeper (Curator / Spring Cloud Zookeeper, Dubbo 2 or Dubbo 3 layout) to istiod",
 		Flags:    flags,
 	}))
 }
@@ -25,8 +26,8 @@ func main() {
 func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	var cfg zookeeper.Config
 	fs.StringSliceVar(&cfg.Servers, "zk-servers", nil, "ZooKeeper servers, host:port,... (required; a host alone means port 2181)")
-	fs.StringVar(&cfg.Layout, "zk-layout", zookeeper.LayoutCurator, "how services are kept: curator (<root>/<name>/<id> JSON, Spring Cloud Zookeeper) or dubbo (<root>/<interface>/providers/<URL>, Dubbo 2 interface level)")
-	fs.StringVar(&cfg.Root, "zk-root", "", "znode whose children are the services (Curator base path, Spring Cloud Zookeeper discovery root, Dubbo registry root); default "+zookeeper.DefaultRoot+" (curator) or "+zookeeper.DefaultDubboRoot+" (dubbo)")
+	fs.StringVar(&cfg.Layout, "zk-layout", zookeeper.LayoutCurator, "how services are kept: curator (<root>/<name>/<id> JSON, Spring Cloud Zookeeper), dubbo (<root>/<interface>/providers/<URL>, Dubbo 2 interface level) or dubbo3 (<root>/<application>/<ip:port>, Dubbo 3 application level)")
+	fs.StringVar(&cfg.Root, "zk-root", "", "znode whose children are the services (Curator base path, Spring Cloud Zookeeper discovery root, Dubbo registry root); default "+zookeeper.DefaultRoot+" (curator, dubbo3) or "+zookeeper.DefaultDubboRoot+" (dubbo)")
 	fs.DurationVar(&cfg.SessionTimeout, "zk-session-timeout", zookeeper.DefaultSessionTimeout, "ZooKeeper session timeout (the server clamps it to 2-20 ticks); an expiry makes the adapter relist everything")
 	fs.DurationVar(&cfg.UnreachableAfter, "zk-unreachable-after", zookeeper.DefaultUnreachableAfter, "how long the client may be without a session before the registry is reported unreachable; shorter than --zk-session-timeout")
 	fs.StringVar(&cfg.HostTemplate, "zk-host-template", "", "host of a service: Go template with {{.Name}}, {{.Namespace}} (and {{.Interface}}, {{.Group}}, {{.Version}} for dubbo); default "+zookeeper.DefaultHostTemplate+" (curator) or "+zookeeper.DefaultDubboHostTemplate+" (dubbo)")
