@@ -232,15 +232,20 @@ func TestLabelledGoroutines(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() { <-stop }() // not the run's: no label
-	started := make(chan struct{})
 	childDone := make(chan struct{})
-	go withRunLabel(context.Background(), label, func(context.Context) {
-		go func() { // a grandchild of the labelled call inherits the label
-			<-childDone
-		}()
-		close(started)
-	})
-	<-started
+	runDone := make(chan struct{})
+	go func() {
+		withRunLabel(context.Background(), label, func(context.Context) {
+			go func() { // a grandchild of the labelled call inherits the label
+				<-childDone
+			}()
+		})
+		// pprof.Do has put the goroutine's labels back: from here on only the grandchild
+		// carries the run's label. (Waiting for a signal from inside the labelled call
+		// raced with that call's return: two labelled goroutines, now and then.)
+		close(runDone)
+	}()
+	<-runDone
 	left := waitLabelled(label, nil, 0)
 	if len(left) != 1 || !strings.HasPrefix(left[0], "1 goroutine(s):") || !strings.Contains(left[0], "TestLabelledGoroutines") {
 		t.Fatalf("labelled goroutines: %q", left)
