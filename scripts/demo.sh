@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Galleon demo: galleon-file, then galleon-consul, feed a real istiod, and every registry change
-# shows up in istiod.
+# Galleon demo: galleon-file, then galleon-consul, then galleon-zookeeper, feed a real istiod, and
+# every registry change shows up in istiod.
 #
 #   scripts/demo.sh            (or: make demo)
-#   DEMO_KEEP=1 scripts/demo.sh   leave galleon-file, the Consul agent, galleon-consul and istiod
-#                                 running afterwards
+#   DEMO_KEEP=1 scripts/demo.sh   leave galleon-file, the Consul agent, galleon-consul, ZooKeeper,
+#                                 galleon-zookeeper and istiod running afterwards
 #
-# It builds galleon-file, galleon-consul and galleonctl, builds (once, ~5 min) or reuses istiod
-# 1.29.2 via scripts/istiod.sh, copies examples/file to a temporary registry directory, starts
+# It builds galleon-file, galleon-consul, galleon-zookeeper and galleonctl, builds (once, ~5 min)
+# or reuses istiod 1.29.2 via scripts/istiod.sh, copies examples/file to a temporary registry directory, starts
 # galleon-file on it and istiod with `configSources: [{address: xds://<galleon-file>}]`, and then
 # tells the story: what Galleon serves (galleonctl), what istiod holds (/debug/configz), an
 # instance that moves (an EDS-only update: no full push), a new port (one full push), a removed
@@ -17,12 +17,18 @@
 # the catalog HTTP API, starts galleon-consul on it and restarts istiod with both galleon-file and
 # galleon-consul as configSources: a health check that turns critical and back (EDS-only updates:
 # no full push), a deregistered service, galleon-consul's /debug/status and metrics.
+# Then the ZooKeeper story: it starts ZooKeeper 3.8 (the Debian package, installed by
+# scripts/zookeeper.sh when missing) on loopback, writes three Dubbo 2 providers of one interface
+# with ZooKeeper's own CLI, starts galleon-zookeeper (--zk-layout dubbo) and restarts istiod with
+# all three adapters as configSources: a provider that leaves (EDS-only), and the adapter's
+# ZooKeeper session expiring while providers change (it relists; EDS-only), its log and metrics.
 # Every step is checked: the demo exits non-zero if anything does not happen as told.
 # Processes are stopped on exit, failure or Ctrl-C (unless DEMO_KEEP=1 and all went well).
 #
-# Needs: go, and bash, awk, sed. Uses curl (else wget, else bash's /dev/tcp) for HTTP, and jq
-# (else python3, else a small Go program) to read istiod's JSON. DEMO_JSON=jq|python3|go forces
-# one of them.
+# Needs: go, and bash, awk, sed; Java for ZooKeeper (scripts/zookeeper.sh installs the zookeeper
+# package, which pulls in a JRE, when ZooKeeper is missing). Uses curl (else wget, else bash's
+# /dev/tcp) for HTTP, and jq (else python3, else a small Go program) to read istiod's JSON.
+# DEMO_JSON=jq|python3|go forces one of them.
 # shellcheck disable=SC2016 # awk programs and sh -c scripts are single-quoted on purpose
 set -Eeuo pipefail
 
@@ -66,11 +72,14 @@ REG_DIR=$DEMO_DIR/registry
 LOG_DIR=$DEMO_DIR/logs
 mkdir -p "$BIN_DIR" "$REG_DIR" "$LOG_DIR"
 
-GALLEON_PID='' ISTIOD_PID='' CONSUL_PID='' GCONSUL_PID=''
+GALLEON_PID='' ISTIOD_PID='' CONSUL_PID='' GCONSUL_PID='' ZK_PID='' GZK_PID=''
 GALLEON_LOG=$LOG_DIR/galleon-file.log
 ISTIOD_LOG=$LOG_DIR/istiod.log
 CONSUL_LOG=$LOG_DIR/consul.log
 GCONSUL_LOG=$LOG_DIR/galleon-consul.log
+ZK_LOG=$LOG_DIR/zookeeper.log
+ZKCLI_LOG=$LOG_DIR/zookeeper-cli.log
+GZK_LOG=$LOG_DIR/galleon-zookeeper.log
 SUCCESS=0
 
 # stop PID NAME: SIGTERM, then SIGKILL after 10 s.
@@ -112,11 +121,18 @@ on_exit() {
 			tail_log istiod "$ISTIOD_LOG"
 			tail_log "consul agent" "$CONSUL_LOG"
 			tail_log galleon-consul "$GCONSUL_LOG"
+			tail_log zookeeper "$ZK_LOG"
+			tail_log "zookeeper CLI" "$ZKCLI_LOG"
+			tail_log galleon-zookeeper "$GZK_LOG"
 		fi
 	fi
+	# galleon-zookeeper may have been stopped (SIGSTOP) when the demo failed: let it hear SIGTERM.
+	if [[ -n "$GZK_PID" ]]; then kill -CONT "$GZK_PID" 2>/dev/null || true; fi
 	stop "$ISTIOD_PID"
+	stop "$GZK_PID"
 	stop "$GCONSUL_PID"
 	stop "$GALLEON_PID"
+	stop "$ZK_PID"
 	stop "$CONSUL_PID"
 	if [[ $SUCCESS == 1 || $interrupted == 1 ]]; then
 		rm -rf "$DEMO_DIR"
@@ -160,7 +176,7 @@ wait_for() {
 	deadline=$(awk -v n="$(now)" -v t="$timeout" 'BEGIN { printf "%.3f", n + t }')
 	until "$@"; do
 		for p in "galleon-file:$GALLEON_PID" "istiod:$ISTIOD_PID" "the consul agent:$CONSUL_PID" \
-			"galleon-consul:$GCONSUL_PID"; do
+			"galleon-consul:$GCONSUL_PID" "ZooKeeper:$ZK_PID" "galleon-zookeeper:$GZK_PID"; do
 			if [[ -n "${p##*:}" ]] && ! alive "${p##*:}"; then
 				WAIT_ERR="${p%:*} exited while waiting for: $what"
 				return 1
@@ -234,7 +250,7 @@ PUSHES=pilot_debounce_time_count                 # one per push dispatched, full
 EDS_UPDATES='pilot_inbound_updates{type="eds"}'
 
 # JSON_TOOL turns /debug/configz into one line per ServiceEntry:
-#   namespace/name|host,host|port/PROTOCOL,...|endpoint count|address,address
+#   namespace/name|host,host|port/PROTOCOL,...|endpoint count|address,address|port name,...
 # ("-" for an empty list).
 JSON_TOOL=${DEMO_JSON:-}
 if [[ -z "$JSON_TOOL" ]]; then
@@ -268,6 +284,7 @@ func main() {
 			Ports []struct {
 				Number   uint32
 				Protocol string
+				Name     string
 			}
 			Endpoints []struct{ Address string }
 		}
@@ -286,15 +303,16 @@ func main() {
 		if c.Kind != "ServiceEntry" {
 			continue
 		}
-		var ports, addrs []string
+		var ports, names, addrs []string
 		for _, p := range c.Spec.Ports {
 			ports = append(ports, fmt.Sprintf("%d/%s", p.Number, p.Protocol))
+			names = append(names, p.Name)
 		}
 		for _, e := range c.Spec.Endpoints {
 			addrs = append(addrs, e.Address)
 		}
-		fmt.Printf("%s/%s|%s|%s|%d|%s\n", c.Metadata.Namespace, c.Metadata.Name,
-			list(c.Spec.Hosts), list(ports), len(addrs), list(addrs))
+		fmt.Printf("%s/%s|%s|%s|%d|%s|%s\n", c.Metadata.Namespace, c.Metadata.Name,
+			list(c.Spec.Hosts), list(ports), len(addrs), list(addrs), list(names))
 	}
 }
 EOF
@@ -316,7 +334,8 @@ serviceentry_rows() {
 			  ((.spec.hosts // []) | list),
 			  ((.spec.ports // []) | map("\(.number)/\(.protocol)") | list),
 			  ((.spec.endpoints // []) | length | tostring),
-			  ((.spec.endpoints // []) | map(.address) | list) ] | join("|")' <<<"$body"
+			  ((.spec.endpoints // []) | map(.address) | list),
+			  ((.spec.ports // []) | map(.name // "") | list) ] | join("|")' <<<"$body"
 		;;
 	python3)
 		python3 -c '
@@ -331,7 +350,8 @@ for c in json.load(sys.stdin):
                     lst(s.get("hosts") or []),
                     lst(["%s/%s" % (p.get("number"), p.get("protocol", "")) for p in s.get("ports") or []]),
                     str(len(eps)),
-                    lst([e.get("address", "") for e in eps])]))
+                    lst([e.get("address", "") for e in eps]),
+                    lst([p.get("name", "") for p in s.get("ports") or []])]))
 ' <<<"$body"
 		;;
 	go) serviceentry_rows_go <<<"$body" ;;
@@ -391,19 +411,24 @@ keep_running() {
 	cat <<EOF
 
 ${BOLD}Still running (DEMO_KEEP=1):${RESET}
-  registry       $REG_DIR   edit, add or delete *.yaml files here
-  galleon-file   pid $GALLEON_PID  MCP $GALLEON_XDS   http://$GALLEON_HTTP/debug/status   log $GALLEON_LOG
-  consul agent   pid $CONSUL_PID  http://$CONSUL_HTTP/v1/catalog/services   log $CONSUL_LOG
-  galleon-consul pid $GCONSUL_PID  MCP $GCONSUL_XDS   http://$GCONSUL_HTTP/debug/status   log $GCONSUL_LOG
-  istiod         pid $ISTIOD_PID  http://$ISTIOD_MON/debug/configz   http://$ISTIOD_MON/metrics   log $ISTIOD_LOG
+  registry          $REG_DIR   edit, add or delete *.yaml files here
+  galleon-file      pid $GALLEON_PID  MCP $GALLEON_XDS   http://$GALLEON_HTTP/debug/status   log $GALLEON_LOG
+  consul agent      pid $CONSUL_PID  http://$CONSUL_HTTP/v1/catalog/services   log $CONSUL_LOG
+  galleon-consul    pid $GCONSUL_PID  MCP $GCONSUL_XDS   http://$GCONSUL_HTTP/debug/status   log $GCONSUL_LOG
+  ZooKeeper         pid $ZK_PID  $ZK_ADDR (data in $ZK_DIR)   log $ZK_LOG
+  galleon-zookeeper pid $GZK_PID  MCP $GZK_XDS   http://$GZK_HTTP/debug/status   log $GZK_LOG
+  istiod            pid $ISTIOD_PID  http://$ISTIOD_MON/debug/configz   http://$ISTIOD_MON/metrics   log $ISTIOD_LOG
 
-  Follow what galleon-file serves:    $GALLEONCTL watch --addr $GALLEON_XDS --delta
-  Get it once:                        $GALLEONCTL get --addr $GALLEON_XDS -o yaml
-  Follow what galleon-consul serves:  $GALLEONCTL watch --addr $GCONSUL_XDS --delta
-  Use the Consul catalog:             CONSUL_HTTP_ADDR=$CONSUL_HTTP $CONSUL catalog services
-                                      curl -X PUT http://$CONSUL_HTTP/v1/catalog/register -d '$(check_json vm-2 10.20.0.2 web-2 critical)'
-  What istiod holds:                  curl -s http://$ISTIOD_MON/debug/configz | jq '.[] | select(.kind == "ServiceEntry") | .metadata.namespace + "/" + .metadata.name'
-  Stop everything:                    kill $ISTIOD_PID $GCONSUL_PID $GALLEON_PID $CONSUL_PID; rm -rf $DEMO_DIR
+  Follow what galleon-file serves:       $GALLEONCTL watch --addr $GALLEON_XDS --delta
+  Get it once:                           $GALLEONCTL get --addr $GALLEON_XDS -o yaml
+  Follow what galleon-consul serves:     $GALLEONCTL watch --addr $GCONSUL_XDS --delta
+  Use the Consul catalog:                CONSUL_HTTP_ADDR=$CONSUL_HTTP $CONSUL catalog services
+                                         curl -X PUT http://$CONSUL_HTTP/v1/catalog/register -d '$(check_json vm-2 10.20.0.2 web-2 critical)'
+  Follow what galleon-zookeeper serves:  $GALLEONCTL watch --addr $GZK_XDS --delta
+  Use ZooKeeper (zkCli):                 $JAVA -cp "\$($SCRIPT_DIR/zookeeper.sh classpath)" org.apache.zookeeper.ZooKeeperMain -server $ZK_ADDR
+                                         (then e.g.: ls $ZK_PROVIDERS)
+  What istiod holds:                     curl -s http://$ISTIOD_MON/debug/configz | jq '.[] | select(.kind == "ServiceEntry") | .metadata.namespace + "/" + .metadata.name'
+  Stop everything:                       kill $ISTIOD_PID $GZK_PID $GCONSUL_PID $GALLEON_PID $ZK_PID $CONSUL_PID; rm -rf $DEMO_DIR
 EOF
 }
 
@@ -482,18 +507,78 @@ check_json() {
 consul_names() { "$GALLEONCTL" get --addr "$GCONSUL_XDS" -o names; }
 
 # ---------------------------------------------------------------------------------------------
+# ZooKeeper: four-letter words, its own CLI, Dubbo provider URLs.
+
+# zk_4lw WORD: ZooKeeper's answer to a four-letter word (ruok, srvr, cons, ...).
+zk_4lw() {
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/${ZK_ADDR##*:}" || exit 1
+		printf '%s' "$1" >&3
+		local line
+		while IFS= read -r -t 5 line <&3 || [[ -n "$line" ]]; do
+			printf '%s\n' "$line"
+			line=''
+		done
+	) 2>/dev/null
+}
+
+# zk_cli < COMMANDS: run zkCli's commands (create, delete, ls, ...) in one JVM (each start costs
+# about a second); prints the commands' output (its messages and errors go to $ZKCLI_LOG).
+zk_cli() {
+	local to=()
+	have timeout && to=(timeout 60)
+	${to[@]+"${to[@]}"} "$JAVA" -Xmx64m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+		-cp "$ZK_CP" org.apache.zookeeper.ZooKeeperMain -server "$ZK_ADDR" 2>>"$ZKCLI_LOG"
+}
+
+# zk_ls_lines < zk_cli's output: the children the last `ls` printed ("[a, b]"), one a line.
+zk_ls_lines() { awk '/^\[.*\]$/ { last = $0 } END { gsub(/^\[|\]$/, "", last); n = split(last, c, ", "); for (i = 1; i <= n; i++) print c[i] }' | LC_ALL=C sort; }
+
+# urlencode STRING: as Dubbo encodes a provider URL into a znode name (java.net.URLEncoder:
+# letters, digits and . - * _ stay, every other byte becomes %XX).
+urlencode() {
+	local s=$1 out='' c i
+	for ((i = 0; i < ${#s}; i++)); do
+		c=${s:i:1}
+		case $c in
+		[A-Za-z0-9.*_-]) out+=$c ;;
+		*) printf -v c '%%%02X' "'$c" && out+=$c ;;
+		esac
+	done
+	printf '%s\n' "$out"
+}
+urldecode() { local s=${1//+/ }; printf '%b\n' "${s//%/\\x}"; }
+
+DUBBO_IFACE=org.apache.demo.GreetingService
+# provider_url IP: the Dubbo 2 provider URL of GreetingService 1.0.0 at IP:20880.
+provider_url() {
+	printf 'dubbo://%s:20880/%s?application=greeter&side=provider&version=1.0.0&weight=100&interface=%s\n' \
+		"$1" "$DUBBO_IFACE" "$DUBBO_IFACE"
+}
+# provider_node IP: the znode of that provider (under $ZK_PROVIDERS).
+provider_node() { printf '%s/%s\n' "$ZK_PROVIDERS" "$(urlencode "$(provider_url "$1")")"; }
+
+# zk_names: what galleon-zookeeper serves (sorted names; fails if it does not answer).
+zk_names() { "$GALLEONCTL" get --addr "$GZK_XDS" -o names; }
+
+# dubbo_row: istiod's row of the Dubbo service, found by its host (the name ends in a hash).
+dubbo_row() { serviceentry_rows | awk -F'|' '$2 ~ /\.default\.dubbo$/'; }
+
+# ---------------------------------------------------------------------------------------------
 cat <<EOF
 ${BOLD}Galleon demo${RESET}: Galleon's file adapter (galleon-file) serves the services of a directory of
 YAML files to a real istiod 1.29.2 over MCP-over-xDS (istiod's configSources: xds://...).
 We edit the files and watch each change arrive in istiod. Then Galleon's Consul adapter
 (galleon-consul) does the same for a Consul 1.22.6 catalog: health checks fail and recover,
-a service is deregistered.
+a service is deregistered. Last, Galleon's ZooKeeper adapter (galleon-zookeeper) serves Dubbo
+providers registered in ZooKeeper 3.8: a provider leaves, and its ZooKeeper session expires
+while providers change.
 EOF
 
-heading "1. Build galleon-file, galleon-consul and galleonctl"
+heading "1. Build galleon-file, galleon-consul, galleon-zookeeper and galleonctl"
 t0=$(now)
 have go || fail "go is not on PATH (Go 1.26 is needed to build Galleon)"
-(cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-consul ./cmd/galleonctl)
+(cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-consul ./cmd/galleon-zookeeper ./cmd/galleonctl)
 GALLEONCTL=$BIN_DIR/galleonctl
 ok "built into $BIN_DIR in $(elapsed "$t0")"
 
@@ -765,6 +850,219 @@ picked=$(grep -E '^galleon_consul_(blocking_wakeups|services_fetched|stale)' <<<
 indent <<<"$picked"
 note "    Blocking queries on the catalog and on health checks wake galleon-consul on every change;"
 note "    only the services that changed are fetched again."
+
+# ---------------------------------------------------------------------------------------------
+# The ZooKeeper story.
+
+heading "9. ZooKeeper 3.8 (the Debian package)"
+t0=$(now)
+if [[ -z "${GALLEON_ZOOKEEPER_CLASSPATH:-}" && ! -f "${GALLEON_ZOOKEEPER_JAVA_DIR:-/usr/share/java}/zookeeper.jar" ]]; then
+	note "    scripts/zookeeper.sh installs the Debian package zookeeper (and a JRE) first: ~10 s, needs root or sudo."
+fi
+exec 4>&1
+ZK_CP=$({ "$SCRIPT_DIR/zookeeper.sh" classpath 2>&1 1>&3 3>&- | indent_live >&4; } 3>&1 | tail -n 1)
+exec 4>&-
+[[ -n "$ZK_CP" ]] || fail "scripts/zookeeper.sh classpath printed no classpath"
+JAVA=$("$SCRIPT_DIR/zookeeper.sh" java) || fail "scripts/zookeeper.sh java found no java"
+ok "classpath ${ZK_CP%%:*}:... ($(tr ':' '\n' <<<"$ZK_CP" | wc -l) jars), $JAVA ($("$JAVA" -version 2>&1 | head -n 1)) ($(elapsed "$t0"))"
+
+heading "10. Start ZooKeeper on loopback and register three Dubbo providers"
+t0=$(now)
+ZK_DIR=$DEMO_DIR/zookeeper
+mkdir -p "$ZK_DIR/data"
+for attempt in 1 2 3; do
+	ZK_ADDR=127.0.0.1:$(free_port)
+	# tickTime 500 ms: ZooKeeper grants session timeouts of 2-20 ticks, so the adapter may ask
+	# for 2 s (step O lets its session expire). No admin server, four-letter words for probes.
+	cat >"$ZK_DIR/zoo.cfg" <<EOF
+tickTime=500
+dataDir=$ZK_DIR/data
+clientPort=${ZK_ADDR##*:}
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat,mntr,cons
+EOF
+	spawn ZK_PID "$ZK_LOG" sh -c 'cd "$1" && shift && exec "$@"' sh "$ZK_DIR" \
+		"$JAVA" -Xmx256m -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true \
+		-cp "$ZK_CP" org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_DIR/zoo.cfg"
+	# ruok answers imok as soon as the process runs; srvr says whether it serves yet.
+	zk_ready() { local out; [[ "$(zk_4lw ruok)" == imok ]] && out=$(zk_4lw srvr) && grep -q '^Mode: ' <<<"$out"; }
+	wait_for 60 "ZooKeeper answers ruok with imok and serves" zk_ready && break
+	if ((attempt == 3)) || ! grep -q 'ddress already in use' "$ZK_LOG"; then fail "$WAIT_ERR"; fi
+	stop "$ZK_PID"
+done
+ZK_VERSION=$(zk_4lw srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p')
+ok "ZooKeeper $ZK_VERSION (pid $ZK_PID) serves on $ZK_ADDR ($(elapsed "$t0")): ruok -> $(zk_4lw ruok), $(zk_4lw srvr | grep '^Mode: ')"
+say "    zoo.cfg: $(grep -v '^dataDir=' "$ZK_DIR/zoo.cfg" | tr '\n' ' ' | sed 's/ $//')"
+ZK_PROVIDERS=/dubbo/$DUBBO_IFACE/providers
+say "\$ java -cp \"\$(scripts/zookeeper.sh classpath)\" org.apache.zookeeper.ZooKeeperMain -server $ZK_ADDR <<EOF"
+commands=$(
+	printf 'create /dubbo\ncreate /dubbo/%s\ncreate %s\n' "$DUBBO_IFACE" "$ZK_PROVIDERS"
+	for ip in 10.50.0.1 10.50.0.2 10.50.0.3; do printf 'create %s\n' "$(provider_node "$ip")"; done
+	printf 'ls %s\n' "$ZK_PROVIDERS"
+)
+indent <<<"$commands"
+say "EOF"
+note "    A Dubbo 2 provider registers its URL, URL-encoded, as the name of a znode under"
+note "    /dubbo/<interface>/providers (an ephemeral one: here they are persistent, the CLI's"
+note "    session ends). One JVM runs every command (each start costs about a second)."
+t0=$(now)
+listed=$(zk_cli <<<"$commands" | zk_ls_lines) || fail "ZooKeeper's CLI failed (see $ZKCLI_LOG)"
+want=$(for ip in 10.50.0.1 10.50.0.2 10.50.0.3; do urlencode "$(provider_url "$ip")"; done | LC_ALL=C sort)
+[[ "$listed" == "$want" ]] || fail "ZooKeeper lists under $ZK_PROVIDERS: '${listed:-nothing}'; want the three providers (see $ZKCLI_LOG)"
+ok "ZooKeeper lists 3 providers under $ZK_PROVIDERS ($(elapsed "$t0")), decoded:"
+while IFS= read -r name; do urldecode "$name"; done <<<"$listed" | indent
+
+heading "11. Start galleon-zookeeper on ZooKeeper (Dubbo layout)"
+t0=$(now)
+for attempt in 1 2 3; do
+	GZK_XDS=127.0.0.1:$(free_port)
+	GZK_HTTP=127.0.0.1:$(free_port)
+	say "\$ galleon-zookeeper --zk-servers $ZK_ADDR --zk-layout dubbo --zk-session-timeout 2s --zk-unreachable-after 1500ms --debounce-quiet 20ms --listen $GZK_XDS --http $GZK_HTTP"
+	spawn GZK_PID "$GZK_LOG" "${daemon_env[@]}" "$BIN_DIR/galleon-zookeeper" \
+		--zk-servers "$ZK_ADDR" --zk-layout dubbo --zk-session-timeout 2s --zk-unreachable-after 1500ms \
+		--debounce-quiet 20ms --listen "$GZK_XDS" --http "$GZK_HTTP" --shutdown-grace 1s
+	gzk_ready() { http_get "$GZK_HTTP" /readyz >/dev/null && port_in_use "${GZK_XDS##*:}"; }
+	wait_for 20 "galleon-zookeeper ready (it has listed /dubbo on $ZK_ADDR)" gzk_ready && break
+	if ((attempt == 3)) || ! grep -q 'address already in use' "$GZK_LOG"; then fail "$WAIT_ERR"; fi
+	stop "$GZK_PID"
+done
+serves_dubbo() { [[ "$(zk_names)" == default/org-apache-demo-greetingservice-1-0-0--* ]]; }
+wait_until 20 "galleon-zookeeper serves default/org-apache-demo-greetingservice-1-0-0--<hash>" serves_dubbo
+ok "galleon-zookeeper (pid $GZK_PID) serves MCP on $GZK_XDS, ready $(elapsed "$t0") after its start"
+ZK_SESSION=$(sed -n 's/.*msg="ZooKeeper session established".* session=\(0x[0-9a-f]*\).*/\1/p' "$GZK_LOG" | tail -n 1)
+[[ -n "$ZK_SESSION" ]] || fail "galleon-zookeeper logged no \"ZooKeeper session established ... session=0x...\""
+ok "its ZooKeeper session: $ZK_SESSION (2 s timeout)"
+
+heading "12. Restart istiod with three configSources: galleon-file, galleon-consul and galleon-zookeeper"
+stop "$ISTIOD_PID"
+ISTIOD_PID=''
+printf 'configSources:\n- address: "xds://%s"\n- address: "xds://%s"\n- address: "xds://%s"\n' \
+	"$GALLEON_XDS" "$GCONSUL_XDS" "$GZK_XDS" >"$MESH"
+say "    mesh config: $(tr '\n' ' ' <"$MESH" | sed 's/ $//')"
+start_istiod "$LOG_DIR/istiod-zookeeper.log" "galleon-file, galleon-consul and galleon-zookeeper"
+SERVED=$({ "$GALLEONCTL" get --addr "$GALLEON_XDS" -o names && consul_names && zk_names; } | LC_ALL=C sort)
+wait_istiod_holds "galleon-file, galleon-consul or galleon-zookeeper"
+
+heading "L. What galleon-zookeeper serves"
+say "\$ galleonctl get --addr $GZK_XDS -o names"
+zk_names | indent
+say ""
+say "\$ galleonctl get --addr $GZK_XDS -o yaml"
+"$GALLEONCTL" get --addr "$GZK_XDS" -o yaml | yaml_item | indent
+note "    One ServiceEntry per (interface, group, version): a readable name plus 10 hex digits of a"
+note "    hash (lower-casing the interface is lossy), host <name>.default.dubbo; scheme dubbo gives"
+note "    a TCP port named tcp-dubbo; weight and application/side/version become endpoint fields."
+
+heading "M. What istiod holds: three registries"
+serviceentry_rows | print_table
+dubbo=$(dubbo_row)
+[[ $(grep -c . <<<"$dubbo") -eq 1 ]] || fail "istiod holds $(grep -c . <<<"$dubbo") ServiceEntries with a host ending in .default.dubbo; want 1"
+DUBBO_SE=$(field 1 <<<"$dubbo")
+[[ "$DUBBO_SE" =~ ^default/org-apache-demo-greetingservice-1-0-0--[0-9a-f]{10}$ ]] ||
+	fail "istiod's Dubbo ServiceEntry is named '$DUBBO_SE'; want default/org-apache-demo-greetingservice-1-0-0--<10 hex digits>"
+[[ "$(field 2 <<<"$dubbo")" == "${DUBBO_SE#default/}.default.dubbo" ]] || fail "istiod's $DUBBO_SE has hosts '$(field 2 <<<"$dubbo")'"
+[[ "$(field 3 <<<"$dubbo")|$(field 6 <<<"$dubbo")|$(field 4 <<<"$dubbo")|$(field 5 <<<"$dubbo")" == "20880/TCP|tcp-dubbo|3|10.50.0.1,10.50.0.2,10.50.0.3" ]] ||
+	fail "istiod's $DUBBO_SE is '$dubbo'; want port 20880/TCP named tcp-dubbo and endpoints 10.50.0.1,10.50.0.2,10.50.0.3"
+ok "$DUBBO_SE: host $(field 2 <<<"$dubbo"), port 20880/TCP tcp-dubbo, 3 endpoints ($(field 5 <<<"$dubbo"))"
+read_counters 8
+say "istiod (restarted) so far: $FULL8 full push(es), $EDS8 EDS update(s)"
+
+# zk_reads: the reads galleon-zookeeper has sent to ZooKeeper so far (every op and result).
+zk_reads() {
+	local body
+	body=$(http_get "$GZK_HTTP" /metrics) || fail "galleon-zookeeper's /metrics does not answer"
+	awk '/^galleon_zookeeper_requests_total[{ ]/ { n += $2 } END { printf "%d\n", n }' <<<"$body"
+}
+
+heading "N. A provider leaves: 10.50.0.3"
+say "\$ zkCli: delete $(provider_node 10.50.0.3)"
+reads0=$(zk_reads) || exit
+t0=$(now)
+listed=$(printf 'delete %s\nls %s\n' "$(provider_node 10.50.0.3)" "$ZK_PROVIDERS" | zk_cli | zk_ls_lines) ||
+	fail "ZooKeeper's CLI failed (see $ZKCLI_LOG)"
+want=$(for ip in 10.50.0.1 10.50.0.2; do urlencode "$(provider_url "$ip")"; done | LC_ALL=C sort)
+[[ "$listed" == "$want" ]] || fail "ZooKeeper still lists under $ZK_PROVIDERS: '$listed'; want 10.50.0.1 and 10.50.0.2 (see $ZKCLI_LOG)"
+t1=$(now)
+dubbo_endpoints() { [[ "$(row "$DUBBO_SE" | field 5)" == "$1" ]]; }
+wait_until 20 "istiod holds $DUBBO_SE with endpoints 10.50.0.1 and 10.50.0.2" dubbo_endpoints 10.50.0.1,10.50.0.2
+wait_until 20 "istiod pushes the change" pushed_since "$PUSH8"
+read_counters 9
+ok "istiod has it $(elapsed "$t1") after the CLI returned ($(elapsed "$t0") with the CLI's JVM): endpoints $(row "$DUBBO_SE" | field 5)"
+ok "full pushes $FULL8 -> $FULL9, EDS updates $EDS8 -> $EDS9: an endpoint-only (EDS) update, no full push"
+((FULL9 == FULL8)) || fail "a provider leaving caused $((FULL9 - FULL8)) full push(es); want none"
+((EDS9 > EDS8)) || fail "a provider leaving caused no EDS update"
+reads=$(zk_reads) || exit
+reads=$((reads - reads0))
+ok "galleon-zookeeper sent $reads read to ZooKeeper for it (galleon_zookeeper_requests_total)"
+((reads == 1)) || fail "galleon-zookeeper sent $reads reads to ZooKeeper for one provider leaving; want 1 (the providers list)"
+note "    Its children watch on providers fired: it read that list again, nothing else."
+
+heading "O. The adapter's ZooKeeper session expires while providers change"
+say "    galleon-zookeeper's session $ZK_SESSION, as ZooKeeper lists its connection (cons):"
+conn=$(zk_4lw cons | grep -F "sid=$ZK_SESSION," || true)
+[[ -n "$conn" ]] || fail "ZooKeeper's cons does not list galleon-zookeeper's session $ZK_SESSION"
+sed 's/^[[:space:]]*//' <<<"$conn" | indent
+say "\$ kill -STOP $GZK_PID    ${DIM}# galleon-zookeeper: no more pings, its session times out${RESET}"
+kill -STOP "$GZK_PID" || fail "cannot stop galleon-zookeeper (pid $GZK_PID)"
+t0=$(now)
+say "\$ zkCli: delete $(provider_node 10.50.0.2)"
+say "         create $(provider_node 10.50.0.4)"
+listed=$(printf 'delete %s\ncreate %s\nls %s\n' "$(provider_node 10.50.0.2)" "$(provider_node 10.50.0.4)" "$ZK_PROVIDERS" |
+	zk_cli | zk_ls_lines) || fail "ZooKeeper's CLI failed (see $ZKCLI_LOG)"
+want=$(for ip in 10.50.0.1 10.50.0.4; do urlencode "$(provider_url "$ip")"; done | LC_ALL=C sort)
+[[ "$listed" == "$want" ]] || fail "ZooKeeper lists under $ZK_PROVIDERS: '$listed'; want 10.50.0.1 and 10.50.0.4 (see $ZKCLI_LOG)"
+ok "ZooKeeper now lists 10.50.0.1 and 10.50.0.4 ($(elapsed "$t0") after the stop)"
+session_gone() { local cons; cons=$(zk_4lw cons) && [[ -n "$cons" && "$cons" != *"sid=$ZK_SESSION,"* ]]; }
+wait_until 30 "ZooKeeper expires session $ZK_SESSION (cons no longer lists it)" session_gone
+ok "ZooKeeper expired session $ZK_SESSION $(elapsed "$t0") after the stop: cons no longer lists it"
+[[ "$(row "$DUBBO_SE" | field 5)" == 10.50.0.1,10.50.0.2 ]] ||
+	fail "istiod's $DUBBO_SE changed while galleon-zookeeper was stopped: '$(row "$DUBBO_SE")'"
+say "    istiod still holds $(row "$DUBBO_SE" | field 5): the adapter has not heard of it yet"
+say "\$ kill -CONT $GZK_PID"
+kill -CONT "$GZK_PID" || fail "cannot resume galleon-zookeeper (pid $GZK_PID)"
+t1=$(now)
+wait_until 30 "istiod holds $DUBBO_SE with endpoints 10.50.0.1 and 10.50.0.4" dubbo_endpoints 10.50.0.1,10.50.0.4
+wait_until 20 "istiod pushes the change" pushed_since "$PUSH9"
+read_counters 10
+ok "istiod has it $(elapsed "$t1") after galleon-zookeeper resumed: endpoints $(row "$DUBBO_SE" | field 5)"
+relisted() { grep -q 'msg="ZooKeeper session expired: relisting' "$GZK_LOG"; }
+wait_until 10 "galleon-zookeeper logs \"ZooKeeper session expired: relisting ...\"" relisted
+NEW_SESSION=$(sed -n 's/.*msg="ZooKeeper session expired: relisting.* new_session=\(0x[0-9a-f]*\).*/\1/p' "$GZK_LOG" | tail -n 1)
+[[ -n "$NEW_SESSION" && "$NEW_SESSION" != "$ZK_SESSION" ]] || fail "galleon-zookeeper logged no new session id after the expiry (got '$NEW_SESSION')"
+ok "galleon-zookeeper relisted on a new session ($ZK_SESSION -> $NEW_SESSION)"
+ok "full pushes $FULL9 -> $FULL10, EDS updates $EDS9 -> $EDS10: the relisting sent only the difference, EDS-only"
+((FULL10 == FULL9)) || fail "the session expiry and its relisting caused $((FULL10 - FULL9)) full push(es); want none"
+((EDS10 > EDS9)) || fail "the session expiry and its relisting caused no EDS update"
+note "    Every watch died with the session; on the new one the adapter read /dubbo and each"
+note "    interface's lists again and compared with what it had served: only endpoints differed."
+
+heading "P. galleon-zookeeper's own view: its log and metrics"
+LOG_LINES='msg="(ZooKeeper session|registry (un)?reachable|reconnected)'
+say "\$ grep -E '$LOG_LINES' $GZK_LOG    ${DIM}# registry=, zookeeper=, root=, layout= left out${RESET}"
+picked=$(grep -E "$LOG_LINES" "$GZK_LOG" |
+	sed -E 's/ registry=zookeeper//; s/ zookeeper=[^ ]+ root=[^ ]+ layout=[^ ]+//' || true)
+[[ -n "$picked" ]] || fail "galleon-zookeeper's log has no session lines"
+indent <<<"$picked"
+note "    Resumed, the client found its connection closed and, after go-zookeeper's 1 s pause"
+note "    between attempts, learnt that its session had expired; a new one came a second later."
+if grep -q 'registry unreachable' <<<"$picked"; then
+	note "    With no session for --zk-unreachable-after (1.5s) the adapter reported the registry"
+	note "    unreachable and kept serving what it had read last: istiod saw nothing of the outage."
+fi
+say ""
+say "\$ curl -s http://$GZK_HTTP/metrics | grep -E '^galleon_zookeeper_(session_events|requests|relists)_total'"
+metrics=$(http_get "$GZK_HTTP" /metrics) || fail "galleon-zookeeper's /metrics does not answer"
+picked=$(grep -E '^galleon_zookeeper_(session_events|requests|relists)_total' <<<"$metrics" || true)
+indent <<<"$picked"
+zk_metric() { awk -v n="$1" '$1 == n { printf "%d\n", $2; found = 1 } END { if (!found) print 0 }' <<<"$metrics"; }
+(($(zk_metric 'galleon_zookeeper_session_events_total{event="expired"}') >= 1)) ||
+	fail "galleon_zookeeper_session_events_total{event=\"expired\"} is not counted"
+(($(zk_metric 'galleon_zookeeper_session_events_total{event="established"}') >= 2)) ||
+	fail "galleon_zookeeper_session_events_total{event=\"established\"} counts fewer than 2 sessions"
+grep -q '^galleon_zookeeper_requests_total{' <<<"$metrics" || fail "galleon-zookeeper exports no galleon_zookeeper_requests_total"
+note "    Only children lists are read in the Dubbo layout (a provider is its znode's name); no_node:"
+note "    the interface has no configurators znode (overrides), so it is watched through the interface."
 
 heading "Done"
 SUCCESS=1

@@ -268,7 +268,9 @@ func zkServiceOf(layout, root string, i, instances int) zkService {
 			iface, app = dubboInterface(i), dubboApp(i)
 			addr = func(j int) string { return mapAddr(i, j) }
 		}
-		s.dirs = []string{root + "/" + iface, root + "/" + iface + "/providers"}
+		// A Dubbo provider subscribes to its interface's configurators (overrides), which
+		// creates that node: real registries have it beside providers.
+		s.dirs = []string{root + "/" + iface, root + "/" + iface + "/configurators", root + "/" + iface + "/providers"}
 		for j := range instances {
 			u := dubboURL(iface, app, addr(j), 1000+j)
 			s.nodes = append(s.nodes, zkNode{name: url.QueryEscape(u), data: []byte(u)})

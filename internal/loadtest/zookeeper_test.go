@@ -129,7 +129,7 @@ func TestZKGenerate(t *testing.T) {
 		layout, root, deleteOne, deleteService string
 		dirs                                   int // znodes per service besides its instances
 	}{
-		{ZKLayoutDubbo, "/dubbo", "/dubbo/org.galleon.load.Service00007/providers", "/dubbo/org.galleon.load.Service00012", 2},
+		{ZKLayoutDubbo, "/dubbo", "/dubbo/org.galleon.load.Service00007/providers", "/dubbo/org.galleon.load.Service00012", 3},
 		{ZKLayoutCurator, "/services", "/services/svc-00007", "/services/svc-00012", 1},
 	} {
 		t.Run(tc.layout, func(t *testing.T) {
