@@ -101,9 +101,10 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 
 // watcher is the state of one Run. Everything but the event queue belongs to Run's goroutine.
 type watcher struct {
-	r    *Registry
-	rec  *registry.Reconciler
-	conn *zk.Conn
+	r     *Registry
+	rec   *registry.Reconciler
+	conn  *zk.Conn
+	hosts *hostProvider
 
 	mu      sync.Mutex
 	queue   []zk.Event    // events from the client's goroutines, oldest first
@@ -249,6 +250,7 @@ func (w *watcher) run(ctx context.Context) error {
 	defer w.retry.Stop()
 
 	var events <-chan zk.Event
+	w.hosts = &hostProvider{}
 	baseDial := cfg.dialer()
 	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
 		conn, err := baseDial(network, address, timeout)
@@ -263,7 +265,8 @@ func (w *watcher) run(ctx context.Context) error {
 			zk.WithLogger(zkLogger{w.r.log}),
 			zk.WithLogInfo(false),
 			zk.WithMaxBufferSize(maxPacket),
-			zk.WithDialer(dial))
+			zk.WithDialer(dial),
+			zk.WithHostProvider(w.hosts))
 		if err == nil {
 			w.conn, events = conn, ec
 			break
@@ -401,6 +404,12 @@ func (w *watcher) run(ctx context.Context) error {
 
 // push queues an event from the client. It is the client's event callback: it must not block.
 func (w *watcher) push(e zk.Event) {
+	if e.Type == zk.EventSession && e.State == zk.StateExpired {
+		// A server answered that the session expired: the client connects again for a new
+		// one, and that attempt needs no pause. (The client calls this before it asks for
+		// the next server.)
+		w.hosts.Connected()
+	}
 	w.mu.Lock()
 	w.queue = append(w.queue, e)
 	w.mu.Unlock()
@@ -591,15 +600,18 @@ func (w *watcher) round(ctx context.Context) error {
 		jobs = append(jobs, &job{name: k.name, id: k.id})
 	}
 	start := time.Now()
-	w.runJobs(ctx, jobs)
 	var lost error
-	for _, j := range jobs {
+	// Answers are applied as they come, while the other reads are in flight: parsing 100,000
+	// provider URLs overlaps with waiting for ZooKeeper instead of following it. The order
+	// between paths does not matter: each answer is about its own path, and one about a
+	// service the root's answer removed meanwhile is dropped by apply.
+	w.runJobs(ctx, jobs, func(j *job) {
 		if j.err != nil && errConnection(j.err) {
 			lost = cmpErr(lost, j.err)
-			continue
+			return
 		}
 		w.apply(j)
-	}
+	})
 	if len(jobs) > 1 {
 		w.r.log.Debug("read ZooKeeper", "reads", len(jobs), "took", time.Since(start), "services", len(w.services))
 	}
@@ -613,26 +625,46 @@ func cmpErr(a, b error) error {
 	return b
 }
 
-// runJobs runs the reads on at most ListConcurrency goroutines, all ended when it returns.
-func (w *watcher) runJobs(ctx context.Context, jobs []*job) {
+// runJobs runs the reads on at most ListConcurrency goroutines, all ended when it returns, and
+// calls done with each job, answered or failed, on the caller's goroutine. Once ctx is
+// cancelled the jobs not yet started fail with zk.ErrClosing.
+func (w *watcher) runJobs(ctx context.Context, jobs []*job, done func(*job)) {
 	next := make(chan *job)
+	answered := make(chan *job, len(jobs)) // workers never wait for the caller
 	var wg sync.WaitGroup
 	for range min(w.r.cfg.ListConcurrency, len(jobs)) {
 		wg.Go(func() {
 			for j := range next {
 				w.read(j)
+				answered <- j
 			}
 		})
 	}
-feed:
-	for i, j := range jobs {
+	fed, pending := 0, 0
+	for fed < len(jobs) || pending > 0 {
+		feed := next
+		var j *job
+		if fed < len(jobs) {
+			j = jobs[fed]
+		} else {
+			feed = nil
+		}
 		select {
-		case next <- j:
+		case feed <- j:
+			fed++
+			pending++
+		case a := <-answered:
+			pending--
+			done(a)
 		case <-ctx.Done():
-			for _, rest := range jobs[i:] { // never handed to a worker
+			for _, rest := range jobs[fed:] { // never handed to a worker
 				rest.err = zk.ErrClosing
+				done(rest)
 			}
-			break feed
+			fed = len(jobs)
+			for ; pending > 0; pending-- { // the connection is closed: these end at once
+				done(<-answered)
+			}
 		}
 	}
 	close(next)
