@@ -870,27 +870,11 @@ heading "10. Start ZooKeeper on loopback and register three Dubbo providers"
 t0=$(now)
 ZK_DIR=$DEMO_DIR/zookeeper
 mkdir -p "$ZK_DIR/data"
-for attempt in 1 2 3; do
-	ZK_ADDR=127.0.0.1:$(free_port)
-	# tickTime 500 ms: ZooKeeper grants session timeouts of 2-20 ticks, so the adapter may ask
-	# for 2 s (step O lets its session expire). No admin server, four-letter words for probes.
-	cat >"$ZK_DIR/zoo.cfg" <<EOF
-tickTime=500
-dataDir=$ZK_DIR/data
-clientPort=${ZK_ADDR##*:}
-clientPortAddress=127.0.0.1
-admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr,cons
-EOF
-	spawn ZK_PID "$ZK_LOG" sh -c 'cd "$1" && shift && exec "$@"' sh "$ZK_DIR" \
-		"$JAVA" -Xmx256m -XX:+UseSerialGC -Dzookeeper.jmx.log4j.disable=true \
-		-cp "$ZK_CP" org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_DIR/zoo.cfg"
-	# ruok answers imok as soon as the process runs; srvr says whether it serves yet.
-	zk_ready() { local out; [[ "$(zk_4lw ruok)" == imok ]] && out=$(zk_4lw srvr) && grep -q '^Mode: ' <<<"$out"; }
-	wait_for 60 "ZooKeeper answers ruok with imok and serves" zk_ready && break
-	if ((attempt == 3)) || ! grep -q 'ddress already in use' "$ZK_LOG"; then fail "$WAIT_ERR"; fi
-	stop "$ZK_PID"
-done
+# scripts/zookeeper.sh start: tickTime 500 ms (ZooKeeper grants session timeouts of 2-20 ticks,
+# so the adapter may ask for 2 s: step O lets its session expire), no admin server, four-letter
+# words for probes; it prints the address and pid once the server serves.
+zk_started=$("$SCRIPT_DIR/zookeeper.sh" start "$ZK_DIR" "$ZK_LOG" 256m) || fail "ZooKeeper did not start (scripts/zookeeper.sh start; its log: $ZK_LOG)"
+read -r ZK_ADDR ZK_PID <<<"$zk_started"
 ZK_VERSION=$(zk_4lw srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/\1/p')
 ok "ZooKeeper $ZK_VERSION (pid $ZK_PID) serves on $ZK_ADDR ($(elapsed "$t0")): ruok -> $(zk_4lw ruok), $(zk_4lw srvr | grep '^Mode: ')"
 say "    zoo.cfg: $(grep -v '^dataDir=' "$ZK_DIR/zoo.cfg" | tr '\n' ' ' | sed 's/ $//')"

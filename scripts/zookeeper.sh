@@ -3,6 +3,10 @@
 #
 #   scripts/zookeeper.sh classpath   print the Java classpath that runs ZooKeeper (one line, ':'-separated)
 #   scripts/zookeeper.sh java        print the java binary that runs it
+#   scripts/zookeeper.sh start DIR LOG [HEAP]
+#                                    start a standalone server on a free 127.0.0.1 port, zoo.cfg
+#                                    and data in DIR, output in LOG; once it serves, print
+#                                    "127.0.0.1:PORT PID" (the caller stops PID)
 #
 # Installs what it needs itself, only when it is missing:
 #   - ZooKeeper 3.8: `apt-get install -y --no-install-recommends zookeeper` (Debian bookworm: 3.8.0,
@@ -27,7 +31,7 @@ DEPS=(zookeeper-jute commons-cli commons-io findbugs-annotations jackson-annotat
 	slf4j-api snappy-java)
 
 usage() {
-	sed -n '2,5p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
@@ -69,10 +73,84 @@ cmd_classpath() {
 	printf '%s\n' "$cp"
 }
 
+# four_letter PORT WORD: a four-letter-word command's answer (empty if the server does not answer).
+four_letter() {
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf '%s' "$2" >&3
+		timeout 5 cat <&3
+	) 2>/dev/null || true
+}
+
+# free_port: a port nothing listens on now, in 20000-31999.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			printf '%s\n' "$p"
+			return
+		fi
+	done
+}
+
+# cmd_start DIR LOG [HEAP]: the server make demo and scripts/bench-zookeeper.sh run. tickTime
+# 500 ms: ZooKeeper grants session timeouts of 2-20 ticks, so a client may ask for 1-10 s (both
+# let a session expire). No admin server; the four-letter words their probes use. Ready means
+# ruok answers imok (as soon as the process runs) and srvr reports a mode (it serves). A port
+# taken meanwhile is retried on another, up to three times; any other failure stops the process
+# and says so in one line.
+cmd_start() {
+	local dir=${1:?start: give the server directory} log=${2:?start: give the log file} heap=${3:-256m}
+	local cp java port attempt deadline
+	cp=$(cmd_classpath)
+	java=$(find_java)
+	mkdir -p "$dir/data"
+	ZK_START_PID=''
+	trap '[[ -n $ZK_START_PID ]] && kill "$ZK_START_PID" 2>/dev/null' EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		printf '%s\n' "tickTime=500" "dataDir=$dir/data" "clientPort=$port" "clientPortAddress=127.0.0.1" \
+			"admin.enableServer=false" "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,wchs" >"$dir/zoo.cfg"
+		# In a session of its own (setsid), so that a Ctrl-C meant for the caller stays the
+		# caller's to handle.
+		local detach=nohup
+		command -v setsid >/dev/null 2>&1 && detach=setsid
+		(cd "$dir" && exec "$detach" "$java" "-Xmx$heap" -Dzookeeper.jmx.log4j.disable=true \
+			-cp "$cp" org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" >"$log" 2>&1 </dev/null) &
+		ZK_START_PID=$!
+		deadline=$((SECONDS + 60))
+		while kill -0 "$ZK_START_PID" 2>/dev/null && ((SECONDS < deadline)); do
+			if [[ "$(four_letter "$port" ruok)" == imok ]] && four_letter "$port" srvr | grep -q '^Mode: '; then
+				printf '127.0.0.1:%s %s\n' "$port" "$ZK_START_PID"
+				ZK_START_PID='' # the caller's now
+				return 0
+			fi
+			sleep 0.1
+		done
+		if kill -0 "$ZK_START_PID" 2>/dev/null; then
+			log "ZooKeeper (pid $ZK_START_PID) did not serve on 127.0.0.1:$port within 60 s: see $log"
+			exit 1
+		fi
+		wait "$ZK_START_PID" 2>/dev/null || true
+		ZK_START_PID=''
+		if ((attempt == 3)) || ! grep -q 'ddress already in use' "$log"; then
+			log "ZooKeeper exited at start: see $log"
+			exit 1
+		fi
+	done
+}
+
 case "${1:-}" in
 classpath) cmd_classpath ;;
 java)
 	find_java
+	;;
+start)
+	shift
+	cmd_start "$@"
 	;;
 *) usage ;;
 esac
