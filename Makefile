@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet lint e2e istiod consul zookeeper proto deps fuzz fuzz-short
+.PHONY: help build test unit vet lint e2e istiod consul eureka zookeeper proto deps fuzz fuzz-short
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -30,7 +30,7 @@ lint: deps ## staticcheck on every module, pinned in scripts/tools/lint (built o
 zookeeper: ## make sure ZooKeeper can be started (installs the Debian zookeeper package when missing; ~10 s)
 	scripts/zookeeper.sh classpath >/dev/null
 
-unit: deps consul zookeeper ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul and ZooKeeper adapters' tests use a real consul and ZooKeeper)
+unit: deps consul eureka zookeeper ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul, Eureka and ZooKeeper adapters' tests use a real consul, polaris-server and ZooKeeper)
 	$(GO) test -race -count=1 ./...
 	cd docs/example-adapter && $(GO) test -race -count=1 ./...
 
@@ -39,6 +39,9 @@ istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once
 
 consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
 	scripts/consul.sh build >/dev/null
+
+eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the Eureka adapter's tests, from the Go module proxy, outside the repo (once; ~2.5 min cold)
+	scripts/eureka.sh build >/dev/null
 
 e2e: deps istiod ## end-to-end and conformance tests against a real istiod (per release: GALLEON_ISTIOD_RELEASES), and the set-up scripts' failure paths
 	GO=$(GO) scripts/test-report.sh test -count=1 ./...
