@@ -1,5 +1,5 @@
 // Package setup tests the scripts that install Galleon's third-party servers (scripts/istiod.sh,
-// scripts/consul.sh, scripts/proto.sh) where they fail: every failure must be one line that says
+// scripts/consul.sh, scripts/eureka.sh, scripts/proto.sh) where they fail: every failure must be one line that says
 // what went wrong, what was tried and what to do. They run the real scripts with an empty module
 // cache and tool cache against a module proxy that is off, unreachable or refusing.
 package setup
@@ -347,4 +347,37 @@ func TestCachePathIsOne(t *testing.T) {
 			t.Errorf("%v: internal/toolcache says %s, scripts/cache-dir.sh %s", env, got, want)
 		}
 	}
+}
+
+func TestEurekaBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "polaris-server")
+	stderr, code := run(t, "eureka.sh", []string{"build"}, "GALLEON_POLARIS_BIN="+missing)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "GALLEON_POLARIS_BIN="+missing, "does not exist", "point it at a polaris-server binary")
+}
+
+func TestEurekaProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	stderr, code := run(t, "eureka.sh", []string{"build"}, "GOPROXY="+url)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "refused", "403", "GALLEON_POLARIS_BIN")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	if n := infos.Load(); n != 0 {
+		t.Errorf("eureka.sh build asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
+	}
+}
+
+func TestEurekaProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	stderr, code := run(t, "eureka.sh", []string{"build"}, "GOPROXY=http://"+addr)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "could not be reached", "retry later", "GALLEON_POLARIS_BIN")
 }
