@@ -489,9 +489,11 @@ type Instance struct {
 	SecurePort       int // 0: no secure port
 	Status           string
 	Metadata         map[string]string
-	// LeaseDuration is leaseInfo.durationInSecs: Polaris drops an instance this long after its
-	// last renewal (registration does not count as one), like Eureka. Default 1 h, so a test
-	// need not renew; Eureka's default is 90 s.
+	// LeaseDuration is leaseInfo.durationInSecs, default 1 h (Eureka's default is 90 s). It does
+	// not keep an instance listed on its own: Polaris's heartbeat TTL is
+	// min(ceil(durationInSecs/3), renewalIntervalInSecs), 30 s here, and an instance nobody
+	// renews leaves /apps about 90-100 s after it registered, whatever this is. A test that
+	// runs longer must Renew its instances (adapters/eureka's TestPolarisRealServer does).
 	LeaseDuration time.Duration
 }
 

@@ -1,0 +1,45 @@
+package eureka
+
+import "errors"
+
+// Reasons an instance is skipped (Skipped.Reason; the adapter's metric label, like the ZooKeeper
+// adapter's galleon_zookeeper_records_rejected_total).
+const (
+	// reasonID: neither instanceId nor the fallbacks Netflix's InstanceInfo.getId uses (an
+	// Amazon instance-id, the hostName), or no application name: the instance cannot be told
+	// apart from the others, so a delta could never replace or remove it.
+	reasonID = "id"
+	// reasonAddress: no ipAddr and no hostName, or one that is not an IP address / host name.
+	reasonAddress = "address"
+	// reasonPort: no enabled port, an enabled port out of 1-65535, or a number or @enabled
+	// flag that does not parse.
+	reasonPort = "port"
+	// reasonStatus: a status that is none of Eureka's five (UP, DOWN, STARTING,
+	// OUT_OF_SERVICE, UNKNOWN), or none at all.
+	reasonStatus = "status"
+	// reasonAction: a delta entry whose actionType is none of ADDED, MODIFIED, DELETED (set by
+	// ApplyDelta, not by the decoder: a full listing's actionType means nothing).
+	reasonAction = "action"
+	// reasonOther: anything else, e.g. an instance or application that is not a JSON object.
+	reasonOther = "other"
+)
+
+// recordError is an instance's rejection with the reason it is counted under.
+type recordError struct {
+	reason string
+	err    error
+}
+
+func (e *recordError) Error() string { return e.err.Error() }
+func (e *recordError) Unwrap() error { return e.err }
+
+// bad gives err the reason it is counted under.
+func bad(reason string, err error) error { return &recordError{reason: reason, err: err} }
+
+// reasonOf is the reason err was given, or other.
+func reasonOf(err error) string {
+	if re, ok := errors.AsType[*recordError](err); ok {
+		return re.reason
+	}
+	return reasonOther
+}
