@@ -1,6 +1,6 @@
 package eureka
 
-import "errors"
+import "github.com/galleon-mesh/galleon/internal/rejection"
 
 // Reasons an instance is skipped (Skipped.Reason; the adapter's metric label, like the ZooKeeper
 // adapter's galleon_zookeeper_records_rejected_total).
@@ -24,22 +24,8 @@ const (
 	reasonOther = "other"
 )
 
-// recordError is an instance's rejection with the reason it is counted under.
-type recordError struct {
-	reason string
-	err    error
-}
-
-func (e *recordError) Error() string { return e.err.Error() }
-func (e *recordError) Unwrap() error { return e.err }
-
-// bad gives err the reason it is counted under.
-func bad(reason string, err error) error { return &recordError{reason: reason, err: err} }
+// bad gives err the reason it is counted under (rejection.Error, shared by the adapters).
+func bad(reason string, err error) error { return rejection.With(reason, err) }
 
 // reasonOf is the reason err was given, or other.
-func reasonOf(err error) string {
-	if re, ok := errors.AsType[*recordError](err); ok {
-		return re.reason
-	}
-	return reasonOther
-}
+func reasonOf(err error) string { return rejection.Of(err, reasonOther) }

@@ -87,13 +87,10 @@ func (d dubbo3) parseInstance(app, id string, data []byte) (endpoint, error) {
 		return endpoint{}, errNotInstance
 	}
 	// Address, instance ID, health, and the checks of the JSON and of its ports.
-	e, err := d.curator.parseInstance(app, id, data)
+	var ci curatorInstance
+	e, err := curatorEndpoint(id, data, &ci)
 	if err != nil {
 		return endpoint{}, err
-	}
-	var ci curatorInstance
-	if err := json.Unmarshal(data, &ci); err != nil { // decoded once already
-		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %w", err))
 	}
 	raw, err := endpointsOf(ci.Payload)
 	if err != nil {

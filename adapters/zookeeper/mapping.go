@@ -83,12 +83,18 @@ func (curator) instancesPath(root, name string) string { return root + "/" + nam
 func (curator) overridesPath(string, string) string    { return "" }
 func (curator) readsData() bool                        { return true }
 
-func (curator) parseInstance(name, id string, data []byte) (endpoint, error) {
+func (curator) parseInstance(_, id string, data []byte) (endpoint, error) {
+	var ci curatorInstance
+	return curatorEndpoint(id, data, &ci)
+}
+
+// curatorEndpoint decodes instance node id into ci and reads the endpoint from it; dubbo3 reads
+// more of ci, without decoding the node again.
+func curatorEndpoint(id string, data []byte, ci *curatorInstance) (endpoint, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return endpoint{}, bad(reasonJSON, errors.New("the node holds no data: want a Curator ServiceInstance as JSON"))
 	}
-	var ci curatorInstance
-	if err := json.Unmarshal(data, &ci); err != nil {
+	if err := json.Unmarshal(data, ci); err != nil {
 		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %w", err))
 	}
 	if ci.Address == "" {

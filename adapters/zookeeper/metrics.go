@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/internal/rejection"
 )
 
 // metrics are the adapter's own; the core's (unreachable, records rejected, services served)
@@ -70,22 +72,8 @@ const (
 	reasonOther     = "other"
 )
 
-// recordError is a node's rejection with the reason it is counted under.
-type recordError struct {
-	reason string
-	err    error
-}
-
-func (e *recordError) Error() string { return e.err.Error() }
-func (e *recordError) Unwrap() error { return e.err }
-
-// bad gives err the reason it is counted under.
-func bad(reason string, err error) error { return &recordError{reason: reason, err: err} }
+// bad gives err the reason it is counted under (rejection.Error, shared by the adapters).
+func bad(reason string, err error) error { return rejection.With(reason, err) }
 
 // reasonOf is the reason err was given, or other.
-func reasonOf(err error) string {
-	if re, ok := errors.AsType[*recordError](err); ok {
-		return re.reason
-	}
-	return reasonOther
-}
+func reasonOf(err error) string { return rejection.Of(err, reasonOther) }

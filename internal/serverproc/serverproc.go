@@ -90,3 +90,25 @@ func (p *Process) Stop(grace time.Duration) (killed bool) {
 	})
 	return p.killed
 }
+
+// RestartAttempts is how many times RestartOnSamePorts tries.
+const RestartAttempts = 10
+
+// RestartOnSamePorts starts a server again on the ports it had: it calls start until it
+// succeeds, calling stop after each failure, and retries, waiting 200 ms longer each time, only
+// while clash says the failure was a port still held (the old process's sockets, or another
+// process). It returns start's last error. The test harnesses' Restart methods share it.
+func RestartOnSamePorts(start func() error, stop func(), clash func() bool) error {
+	var err error
+	for attempt := 1; attempt <= RestartAttempts; attempt++ {
+		if err = start(); err == nil {
+			return nil
+		}
+		stop()
+		if !clash() {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	return err
+}

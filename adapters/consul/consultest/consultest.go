@@ -396,19 +396,10 @@ func (a *Agent) Restart(t testing.TB) {
 		t.Fatalf("consultest: Restart on a WithToken view of agent %s", a.Datacenter)
 	}
 	a.Stop(t)
-	var err error
-	for attempt := 1; attempt <= 10; attempt++ {
-		if err = a.start(t); err == nil {
-			return
-		}
-		a.Stop(t)
-		if !a.bindClash() {
-			break
-		}
-		// The old process's sockets (or someone else) still hold a port: wait and retry.
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	err := serverproc.RestartOnSamePorts(func() error { return a.start(t) }, func() { a.Stop(t) }, a.bindClash)
+	if err != nil {
+		t.Fatalf("consultest: restarting consul agent (dc %s): %v", a.Datacenter, err)
 	}
-	t.Fatalf("consultest: restarting consul agent (dc %s): %v", a.Datacenter, err)
 }
 
 // Running reports whether the agent's process is running.

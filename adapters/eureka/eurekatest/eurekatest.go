@@ -335,19 +335,9 @@ func (s *Server) Kill(t testing.TB) {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop(t)
-	var err error
-	for attempt := 1; attempt <= 10; attempt++ {
-		if err = s.start(); err == nil {
-			return
-		}
-		s.Stop(t)
-		if !s.bindClash() {
-			break
-		}
-		// The old process's sockets (or someone else) still hold a port: wait and retry.
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	if err := serverproc.RestartOnSamePorts(s.start, func() { s.Stop(t) }, s.bindClash); err != nil {
+		t.Fatalf("eurekatest: restarting polaris-server in %s: %v", s.Dir, err)
 	}
-	t.Fatalf("eurekatest: restarting polaris-server in %s: %v", s.Dir, err)
 }
 
 // Running reports whether the server's process is running.

@@ -419,19 +419,9 @@ func (s *Server) Kill(t testing.TB) {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Stop(t)
-	var err error
-	for attempt := 1; attempt <= 10; attempt++ {
-		if err = s.start(); err == nil {
-			return
-		}
-		s.Stop(t)
-		if !s.bindClash() {
-			break
-		}
-		// The old process's socket (or someone else) still holds the port: wait and retry.
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	if err := serverproc.RestartOnSamePorts(s.start, func() { s.Stop(t) }, s.bindClash); err != nil {
+		t.Fatalf("zktest: restarting zookeeper: %v (its log: %s)", err, s.logPath)
 	}
-	t.Fatalf("zktest: restarting zookeeper: %v (its log: %s)", err, s.logPath)
 }
 
 // SecureAddr is the TLS client address, "127.0.0.1:PORT", or "" without Options.TLS. It stays
