@@ -18,7 +18,7 @@ func deltaOf(hash string, entries ...string) *Applications {
 				break
 			}
 		}
-		r := registry(spec)
+		r := regOf(spec)
 		if len(r.Skipped) > 0 {
 			r.Skipped[0].ActionType = action
 			d.Skipped = append(d.Skipped, r.Skipped[0])
@@ -66,34 +66,34 @@ func TestApplyDelta(t *testing.T) {
 		unapplied  int
 	}{
 		{name: "added to a new app",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_", "ADDED B/1/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_", "ADDED B/1/UP"),
 			want: []string{"A/1/UP", "B/1/UP"}, changed: []string{"B"}, reconciled: true},
 		{name: "added to an existing app",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_", "ADDED A/2/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_", "ADDED A/2/UP"),
 			want: []string{"A/1/UP", "A/2/UP"}, changed: []string{"A"}, reconciled: true},
 		{name: "modified in place",
-			cur: registry("A/1/UP", "A/2/UP"), delta: deltaOf("OUT_OF_SERVICE_1_UP_1_", "MODIFIED A/1/OUT_OF_SERVICE"),
+			cur: regOf("A/1/UP", "A/2/UP"), delta: deltaOf("OUT_OF_SERVICE_1_UP_1_", "MODIFIED A/1/OUT_OF_SERVICE"),
 			want: []string{"A/1/OUT_OF_SERVICE", "A/2/UP"}, changed: []string{"A"}, reconciled: true},
 		{name: "modified, not known: added",
-			cur: registry("A/1/UP"), delta: deltaOf("DOWN_1_UP_1_", "MODIFIED A/2/DOWN"),
+			cur: regOf("A/1/UP"), delta: deltaOf("DOWN_1_UP_1_", "MODIFIED A/2/DOWN"),
 			want: []string{"A/1/UP", "A/2/DOWN"}, changed: []string{"A"}, reconciled: true},
 		{name: "app names compare case-insensitively",
-			cur: registry("APP/1/UP"), delta: deltaOf("DOWN_1_", "MODIFIED app/1/DOWN"),
+			cur: regOf("APP/1/UP"), delta: deltaOf("DOWN_1_", "MODIFIED app/1/DOWN"),
 			want: []string{"APP/1/DOWN"}, changed: []string{"APP"}, reconciled: true},
 		{name: "deleted; the emptied app goes",
-			cur: registry("A/1/UP", "B/1/UP"), delta: deltaOf("UP_1_", "DELETED B/1/UP"),
+			cur: regOf("A/1/UP", "B/1/UP"), delta: deltaOf("UP_1_", "DELETED B/1/UP"),
 			want: []string{"A/1/UP"}, changed: []string{"B"}, reconciled: true},
 		{name: "deleted, not known: nothing",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_1_", "DELETED A/9/UP", "DELETED Z/1/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_1_", "DELETED A/9/UP", "DELETED Z/1/UP"),
 			want: []string{"A/1/UP"}, reconciled: true},
 		{name: "a replay changes nothing",
-			cur: registry("A/1/UP", "B/1/DOWN"), delta: deltaOf("DOWN_1_UP_1_", "ADDED A/1/UP", "MODIFIED B/1/DOWN"),
+			cur: regOf("A/1/UP", "B/1/DOWN"), delta: deltaOf("DOWN_1_UP_1_", "ADDED A/1/UP", "MODIFIED B/1/DOWN"),
 			want: []string{"A/1/UP", "B/1/DOWN"}, reconciled: true},
 		{name: "empty delta",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_1_"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_1_"),
 			want: []string{"A/1/UP"}, reconciled: true},
 		{name: "empty delta, server has more: not reconciled",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_"),
 			want: []string{"A/1/UP"}, reconciled: false},
 		{name: "nil registry",
 			cur: nil, delta: deltaOf("UP_1_", "ADDED A/1/UP"),
@@ -101,31 +101,31 @@ func TestApplyDelta(t *testing.T) {
 		// A servable instance that becomes malformed stops being served but is still counted;
 		// a later valid MODIFIED brings it back.
 		{name: "modified to malformed",
-			cur: registry("A/1/UP", "A/2/UP"), delta: deltaOf("UP_2_", "MODIFIED -A/1/UP"),
+			cur: regOf("A/1/UP", "A/2/UP"), delta: deltaOf("UP_2_", "MODIFIED -A/1/UP"),
 			want: []string{"A/2/UP", "-A/1/UP"}, changed: []string{"A"}, reconciled: true},
 		{name: "malformed made valid",
-			cur: registry("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_2_", "MODIFIED A/1/UP"),
+			cur: regOf("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_2_", "MODIFIED A/1/UP"),
 			want: []string{"A/2/UP", "A/1/UP"}, changed: []string{"A"}, reconciled: true},
 		{name: "malformed deleted",
-			cur: registry("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_1_", "DELETED -A/1/UP"),
+			cur: regOf("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_1_", "DELETED -A/1/UP"),
 			want: []string{"A/2/UP"}, reconciled: true},
 		{name: "malformed deleted by a valid entry",
-			cur: registry("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_1_", "DELETED A/1/UP"),
+			cur: regOf("A/2/UP", "-A/1/UP"), delta: deltaOf("UP_1_", "DELETED A/1/UP"),
 			want: []string{"A/2/UP"}, reconciled: true},
 		{name: "only malformed left: the app is not served",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_1_", "MODIFIED -A/1/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_1_", "MODIFIED -A/1/UP"),
 			want: []string{"-A/1/UP"}, changed: []string{"A"}, reconciled: true},
 		{name: "unknown action: not applied, not reconciled",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_", "RENEWED A/2/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_", "RENEWED A/2/UP"),
 			want: []string{"A/1/UP"}, reconciled: false, unapplied: 1},
 		{name: "no action (a full listing's instance without actionType)",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_", " A/2/UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_", " A/2/UP"),
 			want: []string{"A/1/UP"}, reconciled: false, unapplied: 1},
 		{name: "malformed without an id: not applied",
-			cur: registry("A/1/UP"), delta: deltaOf("UP_2_", "ADDED -A//UP"),
+			cur: regOf("A/1/UP"), delta: deltaOf("UP_2_", "ADDED -A//UP"),
 			want: []string{"A/1/UP"}, reconciled: false, unapplied: 1},
 		{name: "unkeyed skipped entries of the registry stay",
-			cur: registry("A/1/UP", "-A//UP"), delta: deltaOf("UP_3_", "ADDED A/2/UP"),
+			cur: regOf("A/1/UP", "-A//UP"), delta: deltaOf("UP_3_", "ADDED A/2/UP"),
 			want: []string{"A/1/UP", "A/2/UP", "-A//UP"}, changed: []string{"A"}, reconciled: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -174,12 +174,12 @@ func deepCopy(a *Applications) *Applications {
 }
 
 func TestApplyDeltaCounts(t *testing.T) {
-	_, res := ApplyDelta(registry("A/1/UP", "A/2/UP"), deltaOf("x", "ADDED B/1/UP", "MODIFIED A/1/DOWN", "DELETED A/2/UP", "MODIFIED -A/3/UP", "DELETED -A/4/UP"))
+	_, res := ApplyDelta(regOf("A/1/UP", "A/2/UP"), deltaOf("x", "ADDED B/1/UP", "MODIFIED A/1/DOWN", "DELETED A/2/UP", "MODIFIED -A/3/UP", "DELETED -A/4/UP"))
 	if res.Added != 1 || res.Modified != 2 || res.Deleted != 2 || len(res.Skipped) != 1 || res.Skipped[0].InstanceID != "3" {
 		t.Errorf("result %+v", res)
 	}
 	// A nil delta changes nothing.
-	cur := registry("A/1/UP")
+	cur := regOf("A/1/UP")
 	cur.AppsHashcode = "UP_1_"
 	next, res := ApplyDelta(cur, nil)
 	if !res.Reconciled || len(res.Changed) != 0 || !reflect.DeepEqual(served(next), served(cur)) {
@@ -188,15 +188,15 @@ func TestApplyDeltaCounts(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	a := registry("A/1/UP", "A/2/UP", "B/1/UP", "C/1/UP")
-	b := registry("A/2/UP", "A/1/UP", "B/1/DOWN", "D/1/UP", "-C/1/UP")
+	a := regOf("A/1/UP", "A/2/UP", "B/1/UP", "C/1/UP")
+	b := regOf("A/2/UP", "A/1/UP", "B/1/DOWN", "D/1/UP", "-C/1/UP")
 	if got, want := Diff(a, b), []string{"B", "C", "D"}; !slices.Equal(got, want) {
 		t.Errorf("Diff = %v, want %v (order of instances does not matter)", got, want)
 	}
 	// Only the action differs: the same registration.
-	c := registry("A/1/UP")
+	c := regOf("A/1/UP")
 	c.Apps[0].Instances[0].ActionType = ActionModified
-	if d := Diff(registry("A/1/UP"), c); len(d) != 0 {
+	if d := Diff(regOf("A/1/UP"), c); len(d) != 0 {
 		t.Errorf("Diff over actionType: %v", d)
 	}
 	// Any other field differs.
@@ -209,9 +209,9 @@ func TestDiff(t *testing.T) {
 		func(in *Instance) { in.LastUpdatedTimestamp = 1 },
 		func(in *Instance) { in.OverriddenStatus = StatusDown },
 	} {
-		d := registry("A/1/UP")
+		d := regOf("A/1/UP")
 		f(&d.Apps[0].Instances[0])
-		if got := Diff(registry("A/1/UP"), d); !slices.Equal(got, []string{"A"}) {
+		if got := Diff(regOf("A/1/UP"), d); !slices.Equal(got, []string{"A"}) {
 			t.Errorf("Diff after a change: %v", got)
 		}
 	}

@@ -101,8 +101,8 @@ func polarisChanges(ctx context.Context, t *testing.T, s *eurekatest.Server) {
 	}
 }
 
-// fetched is one body Polaris answered, decoded.
-type fetched struct {
+// polarisBody is one body Polaris answered, decoded.
+type polarisBody struct {
 	body []byte
 	apps *Applications
 }
@@ -110,10 +110,10 @@ type fetched struct {
 // fetchConsistent fetches each path in both formats until all of them carry the same
 // versions__delta: Polaris rebuilds its listings every second, and a comparison across a
 // rebuild means nothing.
-func fetchConsistent(ctx context.Context, t *testing.T, s *eurekatest.Server, paths ...string) map[string]fetched {
+func fetchConsistent(ctx context.Context, t *testing.T, s *eurekatest.Server, paths ...string) map[string]polarisBody {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		out := map[string]fetched{}
+		out := map[string]polarisBody{}
 		versions := map[int64]bool{}
 		for _, p := range paths {
 			for _, f := range []Format{FormatJSON, FormatXML} {
@@ -128,7 +128,7 @@ func fetchConsistent(ctx context.Context, t *testing.T, s *eurekatest.Server, pa
 				if err != nil {
 					t.Fatalf("GET %s (%v): %v\n%s", p, f, err, r.Body)
 				}
-				out[p+"."+f.String()] = fetched{r.Body, a}
+				out[p+"."+f.String()] = polarisBody{r.Body, a}
 				versions[a.VersionsDelta] = true
 			}
 		}
@@ -372,7 +372,7 @@ func TestPolarisRealServer(t *testing.T) {
 	}
 
 	if *capturePolaris {
-		for name, f := range map[string]fetched{
+		for name, f := range map[string]polarisBody{
 			"polaris-apps.json": before["/apps.json"], "polaris-apps.xml": before["/apps.xml"],
 			"polaris-delta.json": after["/apps/delta.json"], "polaris-delta.xml": after["/apps/delta.xml"],
 			"polaris-apps-after.json": after["/apps.json"], "polaris-apps-after.xml": after["/apps.xml"],

@@ -29,3 +29,15 @@ func bad(reason string, err error) error { return rejection.With(reason, err) }
 
 // reasonOf is the reason err was given, or other.
 func reasonOf(err error) string { return rejection.Of(err, reasonOther) }
+
+// Reasons found by the mapping rather than the decoder.
+const (
+	// reasonProtocol: the protocol metadata (Config.ProtocolKey) names no Istio protocol.
+	reasonProtocol = "protocol"
+	// reasonName: an application whose name leaves nothing after DNS-1123 sanitising, or
+	// whose sanitised name is another application's (the smaller name keeps it).
+	reasonName = "name"
+	// reasonDocument: a listing that is no listing at all (malformed, or over --eureka-max-body):
+	// nothing of it is applied, and the server that sent it counts as failing.
+	reasonDocument = "document"
+)

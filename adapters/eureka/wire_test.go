@@ -364,17 +364,6 @@ func TestDecodeLimit(t *testing.T) {
 	}
 }
 
-type countingReader struct {
-	r *bytes.Reader
-	n int
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += n
-	return n, err
-}
-
 func TestFormatOf(t *testing.T) {
 	for _, tc := range []struct {
 		ct, body string

@@ -45,11 +45,8 @@ var knownProtocols = []string{"HTTP", "HTTPS", "HTTP2", "GRPC", "TCP", "TLS", "M
 
 // protocolOf checks a protocol name given on the command line.
 func protocolOf(s string) (model.Protocol, error) {
-	p := strings.ToUpper(strings.TrimSpace(s))
-	for _, k := range knownProtocols {
-		if p == k {
-			return model.Protocol(p), nil
-		}
+	if p, ok := model.ParseProtocol(s); ok {
+		return p, nil
 	}
 	return "", fmt.Errorf("unknown protocol %q", s)
 }

@@ -1,17 +1,15 @@
 package zookeeper
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/tlsfiles"
 )
 
 // Credentials and TLS to ZooKeeper. Both are read from files when they are used, so that a
@@ -20,9 +18,6 @@ import (
 
 // authPollInterval is how often AuthFile is read again for a new password.
 const authPollInterval = 5 * time.Second
-
-// maxSecretFile bounds what is read from a credentials or TLS file.
-const maxSecretFile = 1 << 20
 
 // checkDigest accepts "user:password" with a non-empty user and password.
 func checkDigest(s string) error {
@@ -33,37 +28,12 @@ func checkDigest(s string) error {
 	return nil
 }
 
-// readSecret reads a small file, trimmed of surrounding white space.
-func readSecret(path string) (string, error) {
-	b, err := readFileLimited(path)
-	if err != nil {
-		return "", err
-	}
-	return string(bytes.TrimSpace(b)), nil
-}
-
-func readFileLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxSecretFile {
-		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxSecretFile)
-	}
-	return b, nil
-}
-
 // digest returns the credentials to present: Auth, else AuthFile's content.
 func (cfg *Config) digest() (string, error) {
 	if cfg.Auth != "" || cfg.AuthFile == "" {
 		return cfg.Auth, nil
 	}
-	s, err := readSecret(cfg.AuthFile)
+	s, err := tlsfiles.ReadSecret(cfg.AuthFile)
 	if err != nil {
 		return "", fmt.Errorf("--zk-auth-file: %w", err)
 	}
@@ -80,37 +50,10 @@ func (cfg *Config) tlsEnabled() bool {
 
 // tlsConfig reads the TLS files now (they may have been rotated since the last connection).
 func (cfg *Config) tlsConfig(serverName string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if cfg.TLSServerName != "" {
-		c.ServerName = cfg.TLSServerName
-	}
-	if cfg.TLSCAFile != "" {
-		pem, err := readFileLimited(cfg.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--zk-tls-ca %s: no PEM certificate in it", cfg.TLSCAFile)
-		}
-		c.RootCAs = pool
-	}
-	if cfg.TLSCertFile != "" {
-		certPEM, err := readFileLimited(cfg.TLSCertFile)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-cert: %w", err)
-		}
-		keyPEM, err := readFileLimited(cfg.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-key: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("--zk-tls-cert %s / --zk-tls-key %s: %w", cfg.TLSCertFile, cfg.TLSKeyFile, err)
-		}
-		c.Certificates = []tls.Certificate{pair}
-	}
-	return c, nil
+	return tlsfiles.Files{
+		CAFile: cfg.TLSCAFile, CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ServerName: cfg.TLSServerName,
+		CAFlag: "--zk-tls-ca", CertFlag: "--zk-tls-cert", KeyFlag: "--zk-tls-key",
+	}.Config(serverName)
 }
 
 // dialer returns how the client connects: plain TCP, or TLS over it.

@@ -8,7 +8,10 @@
 // complete new state of one service.
 package model
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Protocol is an Istio port protocol name, upper case as Istio spells it
 // (HTTP, HTTPS, HTTP2, GRPC, TCP, TLS, MONGO, MYSQL, REDIS, UDP).
@@ -27,6 +30,17 @@ const (
 	ProtocolRedis Protocol = "REDIS"
 	ProtocolUDP   Protocol = "UDP"
 )
+
+// ParseProtocol reads an Istio protocol name in any case ("grpc", "HTTP2"); ok is false for any
+// other name.
+func ParseProtocol(s string) (p Protocol, ok bool) {
+	switch p := Protocol(strings.ToUpper(strings.TrimSpace(s))); p {
+	case ProtocolHTTP, ProtocolHTTPS, ProtocolHTTP2, ProtocolGRPC, ProtocolTCP, ProtocolTLS,
+		ProtocolMongo, ProtocolMySQL, ProtocolRedis, ProtocolUDP:
+		return p, true
+	}
+	return "", false
+}
 
 // Location says whether a service is part of the mesh.
 type Location int

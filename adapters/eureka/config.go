@@ -1,0 +1,312 @@
+package eureka
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/tlsfiles"
+)
+
+// Defaults of Config.
+const (
+	// DefaultPollInterval is how often the adapter asks for /apps/delta. Netflix's client asks
+	// every 30 s (registryFetchIntervalSeconds), and a stock Eureka server refreshes the answer
+	// it serves every 30 s too (responseCacheUpdateIntervalMs), so a change reaches a client
+	// 0-30 s after it happened plus the client's own interval. 10 s keeps that second part
+	// small for a mesh, where a stale endpoint costs requests, while each poll stays a delta
+	// (a few KB at rest: what changed in the server's delta window, see docs/benchmarks.md).
+	DefaultPollInterval = 10 * time.Second
+	// DefaultDeltaWindow is how long a server keeps changes for /apps/delta: Netflix's
+	// retentionTimeInMSInDeltaQueue, 3 minutes. After an outage at least this long a delta
+	// cannot say what was missed, so the adapter fetches the full listing.
+	DefaultDeltaWindow = 3 * time.Minute
+	// DefaultRelistInterval is how often the full listing is fetched anyway, as a safety net:
+	// apps__hashcode only counts instances by status, so a missed change that keeps the counts
+	// (new metadata, a moved port) is only repaired by a full fetch.
+	DefaultRelistInterval = 30 * time.Minute
+	// DefaultTimeout bounds one request, body included.
+	DefaultTimeout = 30 * time.Second
+	// DefaultNamespace is the namespace of the ServiceEntries.
+	DefaultNamespace = "default"
+	// DefaultHostTemplate is the host of an application: its name, lower case, under .eureka.
+	DefaultHostTemplate = "{{.Name}}.eureka"
+	// DefaultProtocolKey is the metadata key that names the protocol of an instance's port, as
+	// Istio's own Eureka registry read it (before 1.0). Not "protocol": Polaris overwrites that
+	// key with HTTP on every registration.
+	DefaultProtocolKey = "istio.protocol"
+	// DefaultZoneKey is the metadata key Spring Cloud Netflix keeps an instance's zone under
+	// (eureka.instance.metadata-map.zone).
+	DefaultZoneKey = "zone"
+
+	// AddressIP and AddressHostName are the values of Config.Address.
+	AddressIP       = "ip"
+	AddressHostName = "hostname"
+)
+
+// Config configures a Eureka registry. The zero value of every field but URLs is its default;
+// New says which setting to fix, by its command-line flag name, when a value is wrong.
+type Config struct {
+	// URLs are the base URLs of the Eureka servers, each as a client would be given it
+	// (eureka.client.serviceUrl.defaultZone): "http://eureka-1:8761/eureka",
+	// "https://user:password@eureka:8443/eureka/v2". The adapter reads one server at a time
+	// and moves to the next when it fails. Required.
+	URLs []string
+	// PollInterval is how often /apps/delta is fetched. Default DefaultPollInterval.
+	PollInterval time.Duration
+	// DeltaWindow is how long the servers keep changes for /apps/delta (Netflix's
+	// eureka.server.retentionTimeInMSInDeltaQueue; Polaris's deltaExpireInterval, 60 s).
+	// After an outage this long the adapter fetches the full listing rather than a delta.
+	// Default DefaultDeltaWindow.
+	DeltaWindow time.Duration
+	// RelistInterval is how often the full listing is fetched even when every delta
+	// reconciled. 0 means DefaultRelistInterval; negative turns it off.
+	RelistInterval time.Duration
+	// Timeout bounds one request, connection and body included. Default DefaultTimeout.
+	Timeout time.Duration
+	// MaxBody bounds a listing's size (decompressed). Default DefaultMaxBody.
+	MaxBody int64
+	// AuthFile holds "user:password" for HTTP basic auth, read again before every request, so a
+	// rotated password needs no restart. It applies to every URL without credentials of its own.
+	AuthFile string
+	// TLS: a CA bundle that verifies the servers (default: the system's roots), a client
+	// certificate and key for mutual TLS, and the name the servers' certificates must hold
+	// (default: each URL's host). Read at every new connection.
+	TLSCAFile, TLSCertFile, TLSKeyFile, TLSServerName string
+	// Namespace of the ServiceEntries. Default DefaultNamespace.
+	Namespace string
+	// HostTemplate renders an application's host: a Go text/template with {{.Name}} (the
+	// application's name, lower case), {{.App}} (as listed), {{.Namespace}}, {{.VIPAddress}},
+	// {{.SecureVIPAddress}} and {{.Metadata}} (of the instance with the smallest id, e.g.
+	// {{index .Metadata "mesh-host"}}). A result that is empty after sanitising falls back to
+	// DefaultHostTemplate. Default DefaultHostTemplate.
+	HostTemplate string
+	// Address is which of an instance's addresses becomes its endpoint: AddressIP (ipAddr; the
+	// default) or AddressHostName (hostName). Either falls back to the other when empty.
+	Address string
+	// ProtocolKey is the metadata key naming the protocol of an instance's non-secure port
+	// (http, http2, grpc, tcp, ...). Default DefaultProtocolKey; the secure port is HTTPS.
+	ProtocolKey string
+	// ZoneKey is the metadata key holding an instance's zone when its dataCenterInfo has no
+	// availability-zone (Amazon's). Default DefaultZoneKey.
+	ZoneKey string
+	// MaxLeaseAge, when positive, leaves out of the endpoints an instance whose last renewal
+	// is older: what a server in self-preservation keeps listed as UP. Only full listings carry
+	// renewal times (a renewal is no delta), so with it on the full listing is fetched at least
+	// every MaxLeaseAge/2. A renewal time of 0 (unknown; Polaris lists 0) keeps the instance.
+	MaxLeaseAge time.Duration
+	// Logger receives the adapter's own logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the adapter's metrics (galleon_eureka_*); nil keeps them
+	// unregistered.
+	Registerer prometheus.Registerer
+}
+
+// hostData is what HostTemplate is executed with.
+type hostData struct {
+	Name, App, Namespace         string
+	VIPAddress, SecureVIPAddress string
+	Metadata                     map[string]string
+}
+
+// server is one configured Eureka server.
+type server struct {
+	base string // the base URL without credentials or a trailing '/'
+	// user and password come from the URL; when user is "", AuthFile's apply.
+	user, password string
+	host           string // host of the URL, the TLS server name by default
+	// name identifies it in logs and metrics: scheme://host:port/path, never credentials.
+	name string
+}
+
+func (cfg *Config) validate() (*template.Template, []server, error) {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var servers []server
+	if len(cfg.URLs) == 0 {
+		add("--eureka-urls is empty: give the base URL of at least one Eureka server, e.g. http://127.0.0.1:8761/eureka")
+	}
+	seen := map[string]bool{}
+	for _, raw := range cfg.URLs {
+		s, err := parseServerURL(strings.TrimSpace(raw))
+		if err != nil {
+			add("--eureka-urls %q: %v", redact(raw), err)
+			continue
+		}
+		if seen[s.base] {
+			add("--eureka-urls lists %s twice", s.name)
+			continue
+		}
+		seen[s.base] = true
+		servers = append(servers, s)
+	}
+	if len(servers) > maxServers {
+		add("--eureka-urls lists %d servers: at most %d (a Eureka cluster has a handful)", len(servers), maxServers)
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.PollInterval < 100*time.Millisecond || cfg.PollInterval > 10*time.Minute {
+		add("--poll-interval %v: want 100ms to 10m, e.g. 10s", cfg.PollInterval)
+	}
+	if cfg.DeltaWindow == 0 {
+		cfg.DeltaWindow = DefaultDeltaWindow
+	}
+	if cfg.DeltaWindow < time.Second {
+		add("--eureka-delta-window %v: want at least 1s, the servers' delta retention (Netflix: 3m)", cfg.DeltaWindow)
+	}
+	if cfg.RelistInterval == 0 {
+		cfg.RelistInterval = DefaultRelistInterval
+	}
+	if cfg.RelistInterval > 0 && cfg.RelistInterval < cfg.PollInterval {
+		add("--eureka-relist-interval %v: want a negative value (off) or at least --poll-interval (%v)", cfg.RelistInterval, cfg.PollInterval)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Timeout < 100*time.Millisecond {
+		add("--eureka-timeout %v: want at least 100ms, e.g. 30s", cfg.Timeout)
+	}
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxBody < 1<<10 {
+		add("--eureka-max-body %d: want at least 1024 bytes", cfg.MaxBody)
+	}
+	if cfg.AuthFile != "" {
+		if _, _, err := cfg.basicAuth(); err != nil {
+			add("%v", err)
+		}
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		add("--eureka-tls-cert and --eureka-tls-key go together: give both (a client certificate for mutual TLS) or neither")
+	}
+	if cfg.TLSCAFile != "" || cfg.TLSCertFile != "" {
+		if _, err := cfg.tlsFiles().Config("check"); err != nil {
+			add("%v", err)
+		}
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
+		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, convert.SanitizeDNSLabel(cfg.Namespace))
+	}
+	if cfg.HostTemplate == "" {
+		cfg.HostTemplate = DefaultHostTemplate
+	}
+	host, err := template.New("host").Option("missingkey=zero").Parse(cfg.HostTemplate)
+	if err != nil {
+		add("--eureka-host-template: %v", err)
+	} else {
+		var b strings.Builder
+		err := host.Execute(&b, hostData{Name: "app", App: "APP", Namespace: cfg.Namespace, VIPAddress: "app", SecureVIPAddress: "app", Metadata: map[string]string{}})
+		if err != nil {
+			add("--eureka-host-template %q: %v (fields: .Name, .App, .Namespace, .VIPAddress, .SecureVIPAddress, .Metadata)", cfg.HostTemplate, err)
+		}
+	}
+	switch cfg.Address {
+	case "":
+		cfg.Address = AddressIP
+	case AddressIP, AddressHostName:
+	default:
+		add("--eureka-address %q: want %s (ipAddr) or %s (hostName)", cfg.Address, AddressIP, AddressHostName)
+	}
+	if cfg.ProtocolKey == "" {
+		cfg.ProtocolKey = DefaultProtocolKey
+	}
+	if cfg.ZoneKey == "" {
+		cfg.ZoneKey = DefaultZoneKey
+	}
+	if cfg.MaxLeaseAge < 0 {
+		add("--max-lease-age %v: want 0 (off) or a duration longer than the instances' lease, e.g. 5m", cfg.MaxLeaseAge)
+	}
+	if cfg.MaxLeaseAge > 0 && cfg.MaxLeaseAge < 2*cfg.PollInterval {
+		add("--max-lease-age %v: want 0 (off) or at least twice --poll-interval (%v)", cfg.MaxLeaseAge, cfg.PollInterval)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("eureka: %w", errors.Join(errs...))
+	}
+	return host, servers, nil
+}
+
+// maxServers bounds --eureka-urls: each server is a label value of the adapter's metrics.
+const maxServers = 16
+
+// parseServerURL reads one --eureka-urls entry. The path is kept as given (/eureka,
+// /eureka/v2, or none); credentials move out of it.
+func parseServerURL(raw string) (server, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return server{}, errors.New("not a URL: want http(s)://host:port/eureka")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return server{}, fmt.Errorf("scheme %q: want http or https, e.g. http://host:8761/eureka", u.Scheme)
+	}
+	if u.Host == "" || u.Hostname() == "" {
+		return server{}, errors.New("no host: want http(s)://host:port/eureka")
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return server{}, errors.New("has a query or fragment: give the base URL only, e.g. http://host:8761/eureka")
+	}
+	s := server{host: u.Hostname()}
+	if u.User != nil {
+		s.user = u.User.Username()
+		s.password, _ = u.User.Password()
+		if s.user == "" {
+			return server{}, errors.New("credentials without a user name: want user:password@")
+		}
+		u.User = nil
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath = ""
+	s.base = u.String()
+	s.name = s.base
+	return s, nil
+}
+
+// redact hides the password of a URL that may not parse, for error messages.
+func redact(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndex(raw, "@"); at >= 0 {
+		if i := strings.Index(raw, "://"); i >= 0 && i < at {
+			return raw[:i+3] + "xxxxx" + raw[at:]
+		}
+	}
+	return raw
+}
+
+// basicAuth reads AuthFile: user and password, or "" when there is no file.
+func (cfg *Config) basicAuth() (user, password string, err error) {
+	if cfg.AuthFile == "" {
+		return "", "", nil
+	}
+	s, err := tlsfiles.ReadSecret(cfg.AuthFile)
+	if err != nil {
+		return "", "", fmt.Errorf("--eureka-auth-file: %w", err)
+	}
+	user, password, ok := strings.Cut(s, ":")
+	if !ok || user == "" || strings.ContainsAny(s, "\n\r") {
+		return "", "", fmt.Errorf("--eureka-auth-file %s: want one line user:password (HTTP basic auth)", cfg.AuthFile)
+	}
+	return user, password, nil
+}
+
+func (cfg *Config) tlsFiles() tlsfiles.Files {
+	return tlsfiles.Files{
+		CAFile: cfg.TLSCAFile, CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ServerName: cfg.TLSServerName,
+		CAFlag: "--eureka-tls-ca", CertFlag: "--eureka-tls-cert", KeyFlag: "--eureka-tls-key",
+	}
+}

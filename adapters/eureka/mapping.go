@@ -1,0 +1,219 @@
+package eureka
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
+)
+
+// The mapping from one Eureka application to one model.Service, rule by rule as
+// docs/adapters/eureka.md lists them. It is a pure function of the application, the
+// configuration and (with --max-lease-age) the time.
+
+// serviceName is the name of an application's ServiceEntry: its name as a DNS-1123 label.
+func serviceName(app string) string { return convert.SanitizeDNSLabel(strings.ToLower(app)) }
+
+// effectiveStatus is the status an instance is served by. A server applies overrides before it
+// serves an instance, so status is normally already right; overriddenstatus is read too
+// because a server (or a replica) may list an instance whose own renewal said UP after an
+// operator took it OUT_OF_SERVICE. The order is Netflix's InstanceStatusOverrideRule chain:
+// an instance that says it is DOWN or STARTING is that (DownOrStartingRule), else an override
+// applies (OverrideExistsRule), else its status.
+func effectiveStatus(in *Instance) string {
+	switch in.Status {
+	case StatusDown, StatusStarting:
+		return in.Status
+	}
+	if o := in.OverriddenStatus; o != "" && o != StatusUnknown {
+		return o
+	}
+	return in.Status
+}
+
+// healthOf maps a status onto the model: UP receives traffic, OUT_OF_SERVICE is draining (alive,
+// taken out by an operator), anything else (DOWN, STARTING, UNKNOWN) is unhealthy.
+func healthOf(status string) model.Health {
+	switch status {
+	case StatusUp:
+		return model.Healthy
+	case StatusOutOfService:
+		return model.Draining
+	}
+	return model.Unhealthy
+}
+
+// mapped is one application mapped: the service, or ok false when none of its instances can be
+// served; and the instances skipped by the mapping, by record name.
+type mapped struct {
+	svc      model.Service
+	ok       bool
+	rejected map[string]error
+}
+
+// recordName names an instance in Rejected and logs: APP/instanceId.
+func recordName(app, id string) string {
+	if id == "" {
+		id = "?"
+	}
+	return strings.ToUpper(app) + "/" + id
+}
+
+// mapApplication maps app. now is the time renewals are aged against (MaxLeaseAge).
+func (r *Registry) mapApplication(app *Application, now time.Time) mapped {
+	out := mapped{}
+	name := serviceName(app.Name)
+	svc := model.Service{Namespace: r.cfg.Namespace, Name: name}
+	instances := slices.Clone(app.Instances)
+	slices.SortFunc(instances, func(a, b Instance) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
+
+	plain, secure := map[uint32]*portUse{}, map[uint32]*portUse{}
+	type kept struct {
+		inst        model.Instance
+		port, sport uint32
+	}
+	var keep []kept
+	for i := range instances {
+		in := &instances[i]
+		proto := model.ProtocolHTTP
+		if v, ok := in.Metadata[r.cfg.ProtocolKey]; ok && strings.TrimSpace(v) != "" {
+			p, known := model.ParseProtocol(v)
+			if !known {
+				if out.rejected == nil {
+					out.rejected = map[string]error{}
+				}
+				out.rejected[recordName(app.Name, in.InstanceID)] = bad(reasonProtocol,
+					fmt.Errorf("metadata %s=%q names no Istio protocol: want http, http2, grpc, https, tcp, tls, mongo, mysql, redis or udp", r.cfg.ProtocolKey, v))
+				continue
+			}
+			proto = p
+		}
+		k := kept{inst: model.Instance{
+			ID:       in.InstanceID,
+			Address:  r.addressOf(in),
+			Labels:   in.Metadata,
+			Locality: r.localityOf(in),
+			Health:   healthOf(effectiveStatus(in)),
+		}}
+		if r.cfg.MaxLeaseAge > 0 && k.inst.Health == model.Healthy {
+			if last := in.LeaseInfo.LastRenewal(); !last.IsZero() && now.Sub(last) > r.cfg.MaxLeaseAge {
+				// Self-preservation keeps an instance that stopped renewing listed as UP.
+				k.inst.Health = model.Unhealthy
+			}
+		}
+		if in.Port.Enabled && in.Port.Number != 0 {
+			k.port = in.Port.Number
+			use(plain, k.port, proto)
+		}
+		if in.SecurePort.Enabled && in.SecurePort.Number != 0 && in.SecurePort.Number != k.port {
+			k.sport = in.SecurePort.Number
+			use(secure, k.sport, model.ProtocolHTTPS)
+		}
+		if k.port == 0 && k.sport == 0 {
+			continue // the decoder skips these (reason port); a guard, not a rule
+		}
+		keep = append(keep, k)
+	}
+	if len(keep) == 0 {
+		return out
+	}
+	// The service's ports are the numbers most instances use (the smaller on a tie): what a
+	// client calls. An instance on another number is mapped to it (Spring Boot apps on random
+	// ports); one without the port at all is still listed for it (an endpoint serves every port
+	// of its ServiceEntry), which docs/adapters/eureka.md notes.
+	svcPort, svcSecure := mostUsed(plain), mostUsed(secure)
+	if svcPort != 0 && svcPort == svcSecure {
+		svcSecure = 0
+	}
+	if svcPort != 0 {
+		svc.Ports = append(svc.Ports, model.Port{Number: svcPort, Protocol: plain[svcPort].proto})
+	}
+	if svcSecure != 0 {
+		svc.Ports = append(svc.Ports, model.Port{Number: svcSecure, Protocol: model.ProtocolHTTPS})
+	}
+	for _, k := range keep {
+		var ports map[uint32]uint32
+		if k.port != 0 && svcPort != 0 && k.port != svcPort {
+			ports = map[uint32]uint32{svcPort: k.port}
+		}
+		if k.sport != 0 && svcSecure != 0 && k.sport != svcSecure {
+			if ports == nil {
+				ports = map[uint32]uint32{}
+			}
+			ports[svcSecure] = k.sport
+		}
+		k.inst.Ports = ports
+		svc.Instances = append(svc.Instances, k.inst)
+	}
+	svc.Ports = model.SortedPorts(svc.Ports)
+	svc.Hosts = []string{r.hostOf(app, &instances[0], name)}
+	out.svc, out.ok = svc, true
+	return out
+}
+
+func use(m map[uint32]*portUse, n uint32, proto model.Protocol) {
+	if u, ok := m[n]; ok {
+		u.count++
+		return
+	}
+	m[n] = &portUse{count: 1, proto: proto}
+}
+
+// portUse is how many instances use a port number, and the protocol of the smallest instance
+// id using it.
+type portUse struct {
+	count int
+	proto model.Protocol
+}
+
+// mostUsed is the number most instances use, the smaller on a tie; 0 for none.
+func mostUsed(m map[uint32]*portUse) uint32 {
+	var best uint32
+	for _, n := range slices.Sorted(maps.Keys(m)) {
+		if best == 0 || m[n].count > m[best].count {
+			best = n
+		}
+	}
+	return best
+}
+
+// addressOf is the instance's endpoint address by Config.Address, falling back to the other.
+func (r *Registry) addressOf(in *Instance) string {
+	if r.cfg.Address == AddressHostName {
+		return cmp.Or(in.HostName, in.IPAddr)
+	}
+	return cmp.Or(in.IPAddr, in.HostName)
+}
+
+// localityOf is "region/zone" from an Amazon dataCenterInfo's availability-zone (the region is
+// the zone without its trailing letter: us-east-1a is in us-east-1), else from the metadata's
+// zone (Config.ZoneKey) and region keys; "" when no zone is known.
+func (r *Registry) localityOf(in *Instance) string {
+	if az := in.DataCenterInfo.AvailabilityZone(); az != "" {
+		return strings.TrimRight(az, "abcdefghijklmnopqrstuvwxyz") + "/" + az
+	}
+	zone := strings.TrimSpace(in.Metadata[r.cfg.ZoneKey])
+	if zone == "" {
+		return ""
+	}
+	return strings.TrimSpace(in.Metadata["region"]) + "/" + zone
+}
+
+// hostOf renders the host template for app, with the first instance (by id) standing for the
+// application's vipAddress and metadata; an empty result falls back to "<name>.eureka".
+func (r *Registry) hostOf(app *Application, first *Instance, name string) string {
+	var b strings.Builder
+	err := r.host.Execute(&b, hostData{
+		Name: strings.ToLower(app.Name), App: app.Name, Namespace: r.cfg.Namespace,
+		VIPAddress: first.VIPAddress, SecureVIPAddress: first.SecureVIPAddress, Metadata: first.Metadata,
+	})
+	if h := convert.SanitizeHost(b.String()); err == nil && h != "" {
+		return h
+	}
+	return name + ".eureka"
+}

@@ -1,0 +1,67 @@
+package eureka
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the adapter's own; the core's (unreachable, records rejected, services served)
+// are on the same /metrics page. Every label value is bounded: servers by --eureka-urls
+// (at most maxServers), the others by the constants of this package.
+type metrics struct {
+	requests      *prometheus.CounterVec
+	wireBytes     *prometheus.CounterVec
+	bodyBytes     *prometheus.CounterVec
+	fullFetches   *prometheus.CounterVec
+	mismatches    prometheus.Counter
+	rejected      *prometheus.CounterVec
+	serverUp      *prometheus.GaugeVec
+	fetchDuration *prometheus.HistogramVec
+}
+
+// Reasons for a full fetch (the label of galleon_eureka_full_fetches_total).
+const (
+	fullStart    = "start"    // the first listing
+	fullMismatch = "mismatch" // a delta left the local apps__hashcode unlike the server's
+	fullOutage   = "outage"   // no answer for longer than --eureka-delta-window
+	fullPeriodic = "periodic" // --eureka-relist-interval (or --max-lease-age)
+)
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_requests_total",
+			Help: "Requests to Eureka servers, by server (a --eureka-urls entry without credentials), kind (full: /apps, delta: /apps/delta) and result (ok, unreachable, status, malformed).",
+		}, []string{"server", "kind", "result"}),
+		wireBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_response_wire_bytes_total",
+			Help: "Bytes of listings received as sent (gzip-compressed when the server compresses), by kind (full, delta).",
+		}, []string{"kind"}),
+		bodyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_response_bytes_total",
+			Help: "Bytes of listings decoded (after decompression), by kind (full, delta).",
+		}, []string{"kind"}),
+		fullFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_full_fetches_total",
+			Help: "Full listings fetched, by reason (start, mismatch: a delta did not reconcile with apps__hashcode, outage: longer than --eureka-delta-window, periodic: --eureka-relist-interval or --max-lease-age).",
+		}, []string{"reason"}),
+		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_eureka_hashcode_mismatches_total",
+			Help: "Deltas after which the local apps__hashcode differed from the server's. Each schedules one full fetch, jittered, and no more than one per back-off period.",
+		}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_records_rejected_total",
+			Help: "Eureka instances (or listings) skipped as malformed, counted when first seen in that form, by reason (id, address, port, status, action, protocol, name, document, other). /debug/status names them as APP/instanceId.",
+		}, []string{"reason"}),
+		serverUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_eureka_server_up",
+			Help: "1 when the server answered its last request, 0 when it failed; by server. The adapter reads one server at a time and probes failed ones with back-off.",
+		}, []string{"server"}),
+		fetchDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "galleon_eureka_fetch_duration_seconds",
+			Help:    "Time to fetch and decode a listing, by kind (full, delta).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"kind"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.wireBytes, m.bodyBytes, m.fullFetches, m.mismatches, m.rejected, m.serverUp, m.fetchDuration)
+	}
+	return m
+}

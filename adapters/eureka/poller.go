@@ -1,0 +1,534 @@
+package eureka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
+)
+
+// The fetch protocol of Netflix's DiscoveryClient, with its known failure modes closed:
+//
+//   - At start, GET /apps: the full listing. Then GET /apps/delta every PollInterval; a delta
+//     lists every change of the server's delta window (ADDED, MODIFIED, DELETED by instance),
+//     applied to the local copy by ApplyDelta.
+//   - After each delta the local apps__hashcode (Eureka's rule: instances counted by status) is
+//     compared with the server's. A mismatch means a change was missed: one full fetch repairs
+//     it. It is scheduled at a random point of the next PollInterval, so that a fleet of
+//     adapters that all see the same mismatch does not fetch the full listing at once, and a
+//     mismatch that persists (a server whose hashcode and delta disagree) backs off, doubling
+//     up to maxMismatchBackoff: never a storm of full fetches (Netflix/eureka#1528).
+//   - After an outage longer than DeltaWindow the deltas no longer cover what was missed: the
+//     next fetch is a full one. After a shorter outage a delta that reconciles is enough.
+//   - One server is read at a time. When it fails the next is tried at once; the failed one is
+//     probed in the background with back-off and reported Degraded until it answers again,
+//     but the adapter stays on the server that works.
+//
+// Everything but the probes runs in Run's goroutine; probes only report their result.
+
+// Back-off bounds.
+const (
+	minRetry           = 500 * time.Millisecond // first retry after every server failed
+	maxRetry           = 30 * time.Second
+	minProbe           = time.Second // first probe of a failed server
+	maxProbe           = 2 * time.Minute
+	maxMismatchBackoff = 5 * time.Minute
+	// maxLoggedRejections bounds the log lines of new rejections per fetch; /debug/status and
+	// the metric have them all.
+	maxLoggedRejections = 20
+)
+
+type poller struct {
+	r   *Registry
+	rec *registry.Reconciler
+	// http is this Run's client: its idle connections close when Run returns.
+	http *http.Client
+
+	// apps is the local copy of the registry; nil before the first full listing.
+	apps *Applications
+	// Per application (upper-case name): the service it maps to and its mapping.
+	appSvc map[string]string
+	built  map[string]model.Service
+	mapRej map[string]map[string]error
+	// byName: service name -> applications mapping to it. Only the smallest name is served.
+	byName  map[string]map[string]bool
+	nameRej map[string]error // application record -> why it is not served (reasonName)
+	// transient are delta entries that could not be applied (reasonAction), until the next full
+	// listing.
+	transient map[string]error
+	// told: rejections already logged and counted, record -> message.
+	told map[string]string
+
+	cur     int
+	servers []serverState
+	probes  chan probeResult
+	wg      sync.WaitGroup
+
+	lastOK, lastFull time.Time
+	outage           bool          // every server failed the last attempt
+	retry            time.Duration // wait before the next attempt while every server fails
+	fullDue          time.Time     // a full fetch is scheduled for then; zero: none
+	fullWhy          string
+	// mismatchBackoff is the least time between two full fetches for a mismatch; it doubles
+	// while mismatches keep coming and is reset by a delta that reconciles.
+	mismatchBackoff  time.Duration
+	lastMismatchFull time.Time
+}
+
+type serverState struct {
+	down    bool
+	err     error
+	next    time.Time // when to probe it
+	backoff time.Duration
+	probing bool
+}
+
+type probeResult struct {
+	i   int
+	err error
+}
+
+func newPoller(r *Registry, sink registry.Sink) *poller {
+	return &poller{
+		r:         r,
+		rec:       registry.NewReconciler(sink),
+		http:      newHTTPClient(&r.cfg),
+		appSvc:    map[string]string{},
+		built:     map[string]model.Service{},
+		mapRej:    map[string]map[string]error{},
+		byName:    map[string]map[string]bool{},
+		nameRej:   map[string]error{},
+		transient: map[string]error{},
+		told:      map[string]string{},
+		servers:   make([]serverState, len(r.servers)),
+		probes:    make(chan probeResult),
+	}
+}
+
+func (p *poller) run(ctx context.Context) error {
+	// Probes stop with ctx; Run returns once they have, and its connections are closed.
+	defer p.http.CloseIdleConnections()
+	defer p.wg.Wait()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case pr := <-p.probes:
+			p.probed(pr)
+			continue
+		case <-timer.C:
+		}
+		wait := p.step(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.startProbes(ctx)
+		timer.Reset(wait)
+	}
+}
+
+// step fetches once (full or delta, from the first server that answers), applies it and
+// returns how long to wait before the next step.
+func (p *poller) step(ctx context.Context) time.Duration {
+	now := time.Now()
+	kind, why := p.nextFetch(now)
+	f, err := p.fetchAny(ctx, kind)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
+		if !p.outage {
+			p.r.log.Warn("no Eureka server answers: serving the last state", "err", err)
+		}
+		p.outage = true
+		p.rec.Unreachable(err)
+		p.retry = min(max(2*p.retry, minRetry), maxRetry, p.r.cfg.PollInterval)
+		return p.retry
+	}
+	wasOutage := p.outage
+	if wasOutage {
+		p.r.log.Info("a Eureka server answers again", "server", p.r.servers[p.cur].name)
+	}
+	p.outage, p.retry = false, 0
+	p.lastOK = time.Now()
+	if kind == kindFull {
+		p.applyFull(f, why)
+	} else {
+		p.applyDelta(f, wasOutage)
+	}
+	wait := p.r.cfg.PollInterval
+	if !p.fullDue.IsZero() {
+		wait = min(wait, max(time.Until(p.fullDue), 0))
+	}
+	return wait
+}
+
+// nextFetch says whether the next fetch is a full one, and why.
+func (p *poller) nextFetch(now time.Time) (fetchKind, string) {
+	switch {
+	case p.apps == nil:
+		return kindFull, fullStart
+	case now.Sub(p.lastOK) > p.r.cfg.DeltaWindow:
+		return kindFull, fullOutage
+	case !p.fullDue.IsZero() && !now.Before(p.fullDue):
+		return kindFull, p.fullWhy
+	}
+	if every := p.relistEvery(); every > 0 && now.Sub(p.lastFull) >= every {
+		return kindFull, fullPeriodic
+	}
+	return kindDelta, ""
+}
+
+// relistEvery is how often a full listing is due anyway: RelistInterval, or more often with
+// MaxLeaseAge, whose renewal times only full listings carry.
+func (p *poller) relistEvery() time.Duration {
+	every := p.r.cfg.RelistInterval
+	if a := p.r.cfg.MaxLeaseAge; a > 0 && (every <= 0 || a/2 < every) {
+		every = a / 2
+	}
+	return every
+}
+
+// fetchAny fetches from the server in use, else from the others in turn, and stays on the
+// first that answers. A server that fails is marked down (and probed later); while another
+// answers it is reported Degraded. When none answers the error names each failure.
+func (p *poller) fetchAny(ctx context.Context, kind fetchKind) (*fetched, error) {
+	n := len(p.r.servers)
+	var errs []error
+	now := time.Now()
+	// First the server in use, then those not known to be down, then (only if those all
+	// failed) the ones that are down and not yet due for a probe.
+	order := make([]int, 0, n)
+	order = append(order, p.cur)
+	for pass := 0; pass < 2; pass++ {
+		for k := 1; k < n; k++ {
+			i := (p.cur + k) % n
+			s := &p.servers[i]
+			if s.probing {
+				continue
+			}
+			up := !s.down || !now.Before(s.next)
+			if (pass == 0) == up {
+				order = append(order, i)
+			}
+		}
+	}
+	for _, i := range order {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		f, err := p.fetchFrom(ctx, i, kind)
+		if err == nil {
+			if i != p.cur {
+				p.r.log.Warn("reading another Eureka server", "server", p.r.servers[i].name, "instead_of", p.r.servers[p.cur].name)
+				p.cur = i
+			}
+			p.serverUp(i)
+			p.reportDown()
+			return f, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		p.serverDown(i, err)
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// fetchFrom is one request to server i, counted.
+func (p *poller) fetchFrom(ctx context.Context, i int, kind fetchKind) (*fetched, error) {
+	s := &p.r.servers[i]
+	f, err := p.r.fetch(ctx, p.http, s, kind)
+	m := p.r.metrics
+	if err != nil {
+		if ctx.Err() == nil {
+			m.requests.WithLabelValues(s.name, string(kind), resultOf(err)).Inc()
+			if resultOf(err) == resultMalformed {
+				m.rejected.WithLabelValues(reasonDocument).Inc()
+			}
+		}
+		return nil, err
+	}
+	m.requests.WithLabelValues(s.name, string(kind), resultOK).Inc()
+	m.wireBytes.WithLabelValues(string(kind)).Add(float64(f.wire))
+	m.bodyBytes.WithLabelValues(string(kind)).Add(float64(f.body))
+	m.fetchDuration.WithLabelValues(string(kind)).Observe(f.took.Seconds())
+	return f, nil
+}
+
+func (p *poller) serverUp(i int) {
+	s := &p.servers[i]
+	if s.down {
+		p.r.log.Info("Eureka server answers again", "server", p.r.servers[i].name)
+		p.rec.Degraded(p.r.servers[i].name, nil)
+	}
+	*s = serverState{probing: s.probing}
+	p.r.metrics.serverUp.WithLabelValues(p.r.servers[i].name).Set(1)
+}
+
+func (p *poller) serverDown(i int, err error) {
+	s := &p.servers[i]
+	if !s.down {
+		p.r.log.Warn("Eureka server failed", "server", p.r.servers[i].name, "err", err)
+	}
+	s.down, s.err = true, err
+	s.backoff = min(max(2*s.backoff, minProbe), maxProbe)
+	s.next = time.Now().Add(jitter(s.backoff))
+	p.r.metrics.serverUp.WithLabelValues(p.r.servers[i].name).Set(0)
+}
+
+// reportDown reports the servers down while another answers (the Reconciler repeats nothing).
+func (p *poller) reportDown() {
+	for i := range p.servers {
+		if s := &p.servers[i]; s.down {
+			p.rec.Degraded(p.r.servers[i].name, s.err)
+		}
+	}
+}
+
+// startProbes probes the down servers that are due, one request each, in the background.
+func (p *poller) startProbes(ctx context.Context) {
+	now := time.Now()
+	for i := range p.servers {
+		s := &p.servers[i]
+		if !s.down || s.probing || i == p.cur || now.Before(s.next) {
+			continue
+		}
+		s.probing = true
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			_, err := p.fetchFrom(ctx, i, kindDelta)
+			select {
+			case p.probes <- probeResult{i, err}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+}
+
+func (p *poller) probed(pr probeResult) {
+	p.servers[pr.i].probing = false
+	if pr.err != nil {
+		p.serverDown(pr.i, pr.err)
+		if !p.outage {
+			p.rec.Degraded(p.r.servers[pr.i].name, pr.err)
+		}
+		return
+	}
+	p.serverUp(pr.i)
+	if !p.outage && p.apps != nil {
+		p.rec.Flush() // tells Degraded(server, nil); nothing else is pending
+	}
+}
+
+// jitter is d plus up to a fifth of d more, at random.
+func jitter(d time.Duration) time.Duration { return d + rand.N(d/5+1) }
+
+// applyFull makes a full listing the local copy.
+func (p *poller) applyFull(f *fetched, why string) {
+	now := time.Now()
+	old := p.apps
+	p.apps = f.apps
+	p.lastFull, p.fullDue = now, time.Time{}
+	if why == fullMismatch {
+		p.mismatchBackoff = min(max(2*p.mismatchBackoff, p.r.cfg.PollInterval), maxMismatchBackoff)
+		p.lastMismatchFull = now
+	}
+	p.r.metrics.fullFetches.WithLabelValues(why).Inc()
+	var changed []string
+	if old == nil || p.r.cfg.MaxLeaseAge > 0 {
+		// Every application: with MaxLeaseAge an unchanged listing can age out of it.
+		changed = appNames(old, f.apps)
+	} else {
+		changed = Diff(old, f.apps)
+	}
+	clear(p.transient)
+	p.remap(changed, now)
+	p.reject()
+	p.r.log.Info("fetched the full listing", "reason", why, "applications", len(f.apps.Apps), "changed", len(changed),
+		"skipped", len(f.apps.Skipped), "bytes", f.wire, "took", f.took.Round(time.Millisecond))
+	p.rec.Flush()
+}
+
+// applyDelta applies a delta; wasOutage says every server failed until this answer.
+func (p *poller) applyDelta(f *fetched, wasOutage bool) {
+	now := time.Now()
+	next, res := ApplyDelta(p.apps, f.apps)
+	p.apps = next
+	for _, s := range res.Unapplied {
+		p.transient[recordName(s.App, s.InstanceID)] = bad(s.Reason, s.Err)
+	}
+	p.remap(res.Changed, now)
+	p.reject()
+	if len(res.Changed) > 0 {
+		p.r.log.Debug("applied a delta", "changed", len(res.Changed), "added", res.Added, "modified", res.Modified, "deleted", res.Deleted)
+	}
+	if !res.Reconciled {
+		p.r.metrics.mismatches.Inc()
+		p.scheduleFull(fullMismatch, now)
+		p.r.log.Info("apps__hashcode differs from the server's after a delta: a full fetch is scheduled",
+			"local", res.Hashcode, "server", f.apps.AppsHashcode, "at", p.fullDue.Format(time.RFC3339Nano))
+		if wasOutage {
+			// Changes may have been missed in the outage: serve nothing new until the full
+			// listing (the Reconciler's rule: relist before ending an outage).
+			return
+		}
+	} else {
+		p.mismatchBackoff = 0
+		if wasOutage {
+			p.rec.Resumed()
+		}
+	}
+	p.rec.Flush()
+}
+
+// scheduleFull schedules one full fetch at a random point of the next PollInterval, no sooner
+// than the mismatch back-off allows; one already scheduled stands.
+func (p *poller) scheduleFull(why string, now time.Time) {
+	if !p.fullDue.IsZero() {
+		return
+	}
+	at := now.Add(rand.N(p.r.cfg.PollInterval))
+	if earliest := p.lastMismatchFull.Add(p.mismatchBackoff); at.Before(earliest) {
+		at = earliest
+	}
+	p.fullDue, p.fullWhy = at, why
+}
+
+// appNames lists every application either registry holds.
+func appNames(a, b *Applications) []string {
+	seen := map[string]string{}
+	for _, r := range []*Applications{a, b} {
+		if r == nil {
+			continue
+		}
+		for _, app := range r.Apps {
+			seen[strings.ToUpper(app.Name)] = app.Name
+		}
+	}
+	return slices.Sorted(maps.Values(seen))
+}
+
+// remap maps the named applications again from the local copy and tells the Reconciler about
+// the services they affect.
+func (p *poller) remap(names []string, now time.Time) {
+	if len(names) == 0 {
+		return
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[strings.ToUpper(n)] = true
+	}
+	found := make(map[string]*Application, len(names))
+	for i := range p.apps.Apps {
+		a := &p.apps.Apps[i]
+		if k := strings.ToUpper(a.Name); want[k] {
+			found[k] = a
+		}
+	}
+	affected := map[string]bool{}
+	for key := range want {
+		old, had := p.appSvc[key]
+		newName := ""
+		delete(p.mapRej, key)
+		delete(p.nameRej, key)
+		delete(p.built, key)
+		if app, ok := found[key]; ok {
+			m := p.r.mapApplication(app, now)
+			if len(m.rejected) > 0 {
+				p.mapRej[key] = m.rejected
+			}
+			switch {
+			case !m.ok:
+			case m.svc.Name == "":
+				p.nameRej[key] = bad(reasonName, fmt.Errorf("application name %q has no letter or digit: it cannot name a ServiceEntry", app.Name))
+			default:
+				newName = m.svc.Name
+				p.built[key] = m.svc
+			}
+		}
+		if had && old != newName {
+			delete(p.byName[old], key)
+			affected[old] = true
+		}
+		if newName == "" {
+			delete(p.appSvc, key)
+			continue
+		}
+		p.appSvc[key] = newName
+		if p.byName[newName] == nil {
+			p.byName[newName] = map[string]bool{}
+		}
+		p.byName[newName][key] = true
+		affected[newName] = true
+	}
+	for name := range affected {
+		owners := p.byName[name]
+		k := model.ServiceKey{Namespace: p.r.cfg.Namespace, Name: name}
+		if len(owners) == 0 {
+			delete(p.byName, name)
+			p.rec.Remove(k)
+			continue
+		}
+		keys := slices.Sorted(maps.Keys(owners))
+		p.rec.Set(p.built[keys[0]])
+		delete(p.nameRej, keys[0])
+		for _, other := range keys[1:] {
+			p.nameRej[other] = bad(reasonName, fmt.Errorf("maps to ServiceEntry %s, which application %s already has: rename one", name, keys[0]))
+		}
+	}
+}
+
+// reject tells the Reconciler every record not served now, and logs and counts those new
+// since the last time (at most maxLoggedRejections lines).
+func (p *poller) reject() {
+	all := map[string]error{}
+	for _, s := range p.apps.Skipped {
+		all[recordName(s.App, s.InstanceID)] = bad(s.Reason, s.Err)
+	}
+	for _, m := range p.mapRej {
+		maps.Copy(all, m)
+	}
+	for app, err := range p.nameRej {
+		all[app] = err
+	}
+	maps.Copy(all, p.transient)
+	p.rec.SetRejections(all)
+	logged, more := 0, 0
+	for _, record := range slices.Sorted(maps.Keys(all)) {
+		err := all[record]
+		if p.told[record] == err.Error() {
+			continue
+		}
+		p.told[record] = err.Error()
+		p.r.metrics.rejected.WithLabelValues(reasonOf(err)).Inc()
+		if logged < maxLoggedRejections {
+			app, id, _ := strings.Cut(record, "/")
+			p.r.log.Warn("skipped a Eureka instance", "app", app, "instance", id, "reason", reasonOf(err), "err", err)
+			logged++
+		} else {
+			more++
+		}
+	}
+	if more > 0 {
+		p.r.log.Warn("skipped more Eureka instances (see /debug/status)", "count", more)
+	}
+	for record := range p.told {
+		if _, ok := all[record]; !ok {
+			delete(p.told, record)
+		}
+	}
+}
