@@ -1,6 +1,9 @@
-// Package eureka is Galleon's adapter for Netflix Eureka 1.x registries (issue 12).
+// Package eureka is Galleon's adapter for Netflix Eureka 1.x registries: Registry polls one
+// server at a time (several for failover) with Netflix's fetch protocol, /apps once and then
+// /apps/delta with apps__hashcode reconciliation (poller.go), and maps each application to one
+// service (mapping.go). docs/adapters/eureka.md describes both rule by rule.
 //
-// This much is the registry-independent core, with no daemon wiring yet:
+// Beneath it, the registry-independent core:
 //
 //   - wire.go (with wirejson.go and wirexml.go) decodes the listings a Eureka server answers
 //     GET <base>/apps and GET <base>/apps/delta with, in JSON and in XML (Eureka's default), into
@@ -16,7 +19,7 @@
 //     says whether the result reconciles with the server's hashcode and which applications
 //     changed; Diff compares two registries the same way.
 //
-// The adapter should ask for JSON (Accept: application/json): both servers serve it, it decodes
+// The adapter asks for JSON (Accept: application/json): both servers serve it, it decodes
 // in half the time with a quarter of the garbage (2,000 applications x 10 instances: 0.33 s and
 // 69 MB allocated against 0.68 s and 250 MB for XML on this 2-core machine), and Polaris writes
 // metadata keys into XML element names unescaped, so one key with a '$' or a space makes its

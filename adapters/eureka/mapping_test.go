@@ -1,0 +1,319 @@
+package eureka
+
+import (
+	"errors"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registrytest"
+)
+
+func newTestRegistry(t *testing.T, cfg Config) *Registry {
+	t.Helper()
+	if len(cfg.URLs) == 0 {
+		cfg.URLs = []string{"http://127.0.0.1:8761/eureka"}
+	}
+	cfg.Logger = testLogger()
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func upInstance(id, ip string, port uint32) Instance {
+	return Instance{InstanceID: id, App: "ORDERS", IPAddr: ip, HostName: id + ".internal", Status: StatusUp,
+		OverriddenStatus: StatusUnknown, Port: Port{Number: port, Enabled: true}, SecurePort: Port{Number: 443}}
+}
+
+func TestEffectiveStatus(t *testing.T) {
+	for _, tc := range []struct{ status, overridden, want string }{
+		{StatusUp, StatusUnknown, StatusUp},
+		{StatusUp, "", StatusUp},
+		{StatusUp, StatusOutOfService, StatusOutOfService}, // an override the instance's renewal did not apply
+		{StatusOutOfService, StatusUnknown, StatusOutOfService},
+		{StatusDown, StatusUp, StatusDown}, // the instance's own DOWN wins (DownOrStartingRule)
+		{StatusStarting, StatusOutOfService, StatusStarting},
+		{StatusOutOfService, StatusUp, StatusUp},
+		{StatusUnknown, StatusUnknown, StatusUnknown},
+	} {
+		in := Instance{Status: tc.status, OverriddenStatus: tc.overridden}
+		if got := effectiveStatus(&in); got != tc.want {
+			t.Errorf("status %s, overriddenstatus %q: %s, want %s", tc.status, tc.overridden, got, tc.want)
+		}
+	}
+	for status, want := range map[string]model.Health{
+		StatusUp: model.Healthy, StatusOutOfService: model.Draining, StatusDown: model.Unhealthy,
+		StatusStarting: model.Unhealthy, StatusUnknown: model.Unhealthy,
+	} {
+		if got := healthOf(status); got != want {
+			t.Errorf("healthOf(%s) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+func TestMapApplication(t *testing.T) {
+	r := newTestRegistry(t, Config{})
+	now := time.Now()
+	app := &Application{Name: "ORDERS", Instances: []Instance{
+		upInstance("o-3", "10.0.0.3", 9000), // a random port: mapped onto the common one
+		upInstance("o-1", "10.0.0.1", 8080),
+		upInstance("o-2", "10.0.0.2", 8080),
+	}}
+	app.Instances[1].SecurePort = Port{Number: 8443, Enabled: true}
+	app.Instances[1].Metadata = map[string]string{"version": "v1", "zone": "zone-a", "region": "eu"}
+	app.Instances[2].Status = StatusDown
+	m := r.mapApplication(app, now)
+	if !m.ok || len(m.rejected) != 0 {
+		t.Fatalf("mapped %+v", m)
+	}
+	want := model.Service{
+		Namespace: DefaultNamespace, Name: "orders", Hosts: []string{"orders.eureka"},
+		Ports: []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP}, {Number: 8443, Protocol: model.ProtocolHTTPS}},
+		Instances: []model.Instance{
+			{ID: "o-1", Address: "10.0.0.1", Labels: map[string]string{"version": "v1", "zone": "zone-a", "region": "eu"}, Locality: "eu/zone-a", Health: model.Healthy},
+			{ID: "o-2", Address: "10.0.0.2", Health: model.Unhealthy},
+			{ID: "o-3", Address: "10.0.0.3", Ports: map[uint32]uint32{8080: 9000}, Health: model.Healthy},
+		},
+	}
+	if diff := registrytest.Diff(want, m.svc); diff != "" {
+		t.Errorf("mapped service differs:\n%s", diff)
+	}
+}
+
+func TestMapApplicationProtocolAndRejections(t *testing.T) {
+	r := newTestRegistry(t, Config{})
+	app := &Application{Name: "GRPC-SVC", Instances: []Instance{
+		upInstance("g-1", "10.0.0.1", 9090),
+		upInstance("g-2", "10.0.0.2", 9090),
+	}}
+	app.Instances[0].Metadata = map[string]string{DefaultProtocolKey: "grpc"}
+	app.Instances[1].Metadata = map[string]string{DefaultProtocolKey: "soap"}
+	m := r.mapApplication(app, time.Now())
+	if !m.ok || len(m.svc.Instances) != 1 || m.svc.Ports[0].Protocol != model.ProtocolGRPC {
+		t.Fatalf("mapped %+v", m.svc)
+	}
+	err := m.rejected["GRPC-SVC/g-2"]
+	if err == nil || reasonOf(err) != reasonProtocol || !strings.Contains(err.Error(), `"soap"`) {
+		t.Errorf("rejections %v, want GRPC-SVC/g-2 for its protocol", m.rejected)
+	}
+	// Every instance rejected: no service.
+	app.Instances = app.Instances[1:]
+	if m := r.mapApplication(app, time.Now()); m.ok {
+		t.Errorf("an application whose every instance is rejected mapped to %+v", m.svc)
+	}
+}
+
+func TestMapApplicationSecureOnlyAndAddresses(t *testing.T) {
+	r := newTestRegistry(t, Config{Address: AddressHostName})
+	in := upInstance("e-1", "10.0.0.1", 0)
+	in.Port.Enabled = false
+	in.SecurePort = Port{Number: 8443, Enabled: true}
+	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": "us-east-1a"}}
+	noHost := upInstance("e-2", "10.0.0.2", 0)
+	noHost.HostName, noHost.Port.Enabled, noHost.SecurePort = "", false, Port{Number: 8443, Enabled: true}
+	m := r.mapApplication(&Application{Name: "EDGE", Instances: []Instance{in, noHost}}, time.Now())
+	if !m.ok {
+		t.Fatal("not mapped")
+	}
+	if got := m.svc.Ports; len(got) != 1 || got[0] != (model.Port{Number: 8443, Protocol: model.ProtocolHTTPS}) {
+		t.Errorf("ports %+v, want the secure port only", got)
+	}
+	if a := m.svc.Instances[0].Address; a != "e-1.internal" {
+		t.Errorf("address %q, want the hostName (--eureka-address hostname)", a)
+	}
+	if a := m.svc.Instances[1].Address; a != "10.0.0.2" {
+		t.Errorf("address %q, want the ipAddr when there is no hostName", a)
+	}
+	if l := m.svc.Instances[0].Locality; l != "us-east-1/us-east-1a" {
+		t.Errorf("locality %q from an Amazon availability zone", l)
+	}
+}
+
+func TestHostTemplate(t *testing.T) {
+	app := &Application{Name: "Billing_Svc", Instances: []Instance{upInstance("b-1", "10.0.0.1", 80)}}
+	app.Instances[0].VIPAddress = "billing.vip.example"
+	app.Instances[0].Metadata = map[string]string{"mesh-host": "Billing.Mesh"}
+	for _, tc := range []struct{ tmpl, want string }{
+		{"", "billing-svc.eureka"},
+		{"{{.VIPAddress}}", "billing.vip.example"},
+		{`{{index .Metadata "mesh-host"}}`, "billing.mesh"},
+		{`{{index .Metadata "absent"}}`, "billing-svc.eureka"}, // empty: the default
+		{"{{.Name}}.{{.Namespace}}.svc.cluster.local", "billing-svc.default.svc.cluster.local"},
+	} {
+		r := newTestRegistry(t, Config{HostTemplate: tc.tmpl})
+		m := r.mapApplication(app, time.Now())
+		if !m.ok || !slices.Equal(m.svc.Hosts, []string{tc.want}) {
+			t.Errorf("--eureka-host-template %q: hosts %v, want %s", tc.tmpl, m.svc.Hosts, tc.want)
+		}
+		if m.svc.Name != "billing-svc" {
+			t.Errorf("name %q", m.svc.Name)
+		}
+	}
+}
+
+func TestMaxLeaseAge(t *testing.T) {
+	now := time.Now()
+	fresh, stale, unknown := upInstance("i-1", "10.0.0.1", 80), upInstance("i-2", "10.0.0.2", 80), upInstance("i-3", "10.0.0.3", 80)
+	fresh.LeaseInfo.LastRenewalTimestamp = now.Add(-30 * time.Second).UnixMilli()
+	stale.LeaseInfo.LastRenewalTimestamp = now.Add(-10 * time.Minute).UnixMilli()
+	app := &Application{Name: "LEASE", Instances: []Instance{fresh, stale, unknown}}
+	health := func(cfg Config) []model.Health {
+		m := newTestRegistry(t, cfg).mapApplication(app, now)
+		var out []model.Health
+		for _, in := range m.svc.Instances {
+			out = append(out, in.Health)
+		}
+		return out
+	}
+	if got := health(Config{}); !slices.Equal(got, []model.Health{model.Healthy, model.Healthy, model.Healthy}) {
+		t.Errorf("off: %v, want every instance healthy", got)
+	}
+	if got := health(Config{MaxLeaseAge: 5 * time.Minute}); !slices.Equal(got, []model.Health{model.Healthy, model.Unhealthy, model.Healthy}) {
+		t.Errorf("--max-lease-age 5m: %v, want the stale one out and the unknown (0) one kept", got)
+	}
+}
+
+// TestNameCollision: two applications whose names sanitise alike. The smaller name keeps the
+// ServiceEntry and the other is rejected; when the first goes, the second takes it over.
+func TestNameCollision(t *testing.T) {
+	r := newTestRegistry(t, Config{})
+	rec := registrytest.NewRecorder()
+	p := newPoller(r, rec)
+	p.apps = &Applications{Apps: []Application{
+		{Name: "MY_APP", Instances: []Instance{upInstance("a-1", "10.0.0.1", 80)}},
+		{Name: "MY-APP", Instances: []Instance{upInstance("b-1", "10.0.0.2", 80)}},
+	}}
+	p.remap([]string{"MY_APP", "MY-APP"}, time.Now())
+	p.reject()
+	p.rec.Flush()
+	st := rec.State()
+	svc := st[model.ServiceKey{Namespace: DefaultNamespace, Name: "my-app"}]
+	if len(st) != 1 || len(svc.Instances) != 1 || svc.Instances[0].ID != "b-1" {
+		t.Fatalf("state %v: want my-app from MY-APP (the smaller name)", st)
+	}
+	rejected := map[string]error{}
+	for _, e := range rec.Events() {
+		if e.Op == registrytest.OpRejected {
+			rejected[e.Record] = e.Err
+		}
+	}
+	if err := rejected["MY_APP"]; err == nil || reasonOf(err) != reasonName {
+		t.Errorf("rejections %v, want MY_APP for its name", rejected)
+	}
+	p.apps = &Applications{Apps: p.apps.Apps[:1]}
+	p.remap([]string{"MY-APP"}, time.Now())
+	p.reject()
+	p.rec.Flush()
+	svc = rec.State()[model.ServiceKey{Namespace: DefaultNamespace, Name: "my-app"}]
+	if len(svc.Instances) != 1 || svc.Instances[0].ID != "a-1" {
+		t.Errorf("after MY-APP went: %+v, want MY_APP's instance", svc)
+	}
+	var cleared bool
+	for _, e := range rec.Events() {
+		cleared = cleared || e.Op == registrytest.OpRejected && e.Record == "MY_APP" && e.Err == nil
+	}
+	if !cleared {
+		t.Errorf("MY_APP's rejection was not cleared:\n%s", rec.Dump())
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"no URL", Config{}, []string{"--eureka-urls is empty"}},
+		{"bad scheme and duplicates", Config{URLs: []string{"ftp://h/eureka", "http://u:p@h:1/eureka/", "http://h:1/eureka"}},
+			[]string{`scheme "ftp"`, "lists http://h:1/eureka twice"}},
+		{"query", Config{URLs: []string{"http://h:1/eureka?x=1"}}, []string{"query or fragment"}},
+		{"intervals", Config{URLs: []string{"http://h/eureka"}, PollInterval: time.Millisecond, MaxLeaseAge: -1},
+			[]string{"--poll-interval 1ms", "--max-lease-age -1ns"}},
+		{"tls", Config{URLs: []string{"https://h/eureka"}, TLSCertFile: "/nonexistent"}, []string{"--eureka-tls-cert and --eureka-tls-key go together"}},
+		{"ca", Config{URLs: []string{"https://h/eureka"}, TLSCAFile: "/nonexistent/ca.pem"}, []string{"--eureka-tls-ca"}},
+		{"auth file", Config{URLs: []string{"http://h/eureka"}, AuthFile: "/nonexistent/auth"}, []string{"--eureka-auth-file"}},
+		{"template", Config{URLs: []string{"http://h/eureka"}, HostTemplate: "{{.Nope}}"}, []string{"--eureka-host-template"}},
+		{"namespace and address", Config{URLs: []string{"http://h/eureka"}, Namespace: "Bad_NS", Address: "dns"},
+			[]string{`--namespace "Bad_NS"`, `--eureka-address "dns"`}},
+	} {
+		_, err := New(tc.cfg)
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v\nwant it to say %q", tc.name, err, w)
+			}
+		}
+	}
+	_, err := New(Config{URLs: []string{"http://user:hunter2@h:1/eureka", "gopher://user:hunter2@h"}})
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("an error about a URL with a password: %v (want one, without the password)", err)
+	}
+}
+
+func TestParseServerURL(t *testing.T) {
+	for raw, want := range map[string]server{
+		"http://127.0.0.1:8761/eureka":           {base: "http://127.0.0.1:8761/eureka", host: "127.0.0.1"},
+		"https://eureka.example:8443/eureka/v2/": {base: "https://eureka.example:8443/eureka/v2", host: "eureka.example"},
+		"http://svc:p%40ss@eureka:8761/eureka":   {base: "http://eureka:8761/eureka", host: "eureka", user: "svc", password: "p@ss"},
+		"http://eureka:8761":                     {base: "http://eureka:8761", host: "eureka"},
+		"http://[::1]:8761/eureka":               {base: "http://[::1]:8761/eureka", host: "::1"},
+		"http://only-user@eureka/eureka":         {base: "http://eureka/eureka", host: "eureka", user: "only-user"},
+	} {
+		got, err := parseServerURL(raw)
+		want.name = want.base
+		if err != nil || got != want {
+			t.Errorf("parseServerURL(%q) = %+v, %v; want %+v", raw, got, err, want)
+		}
+	}
+	if _, err := parseServerURL("http://:p@eureka/eureka"); err == nil {
+		t.Error("credentials without a user: no error")
+	}
+}
+
+func TestBasicAuthFile(t *testing.T) {
+	dir := t.TempDir()
+	for content, ok := range map[string]bool{"u:p\n": true, "u:": true, ":p": false, "nocolon": false, "u:p\nu2:p2": false} {
+		path := dir + "/auth"
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg := Config{AuthFile: path}
+		_, _, err := cfg.basicAuth()
+		if (err == nil) != ok {
+			t.Errorf("auth file %q: %v", content, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "p2") {
+			t.Errorf("the error shows the file's content: %v", err)
+		}
+	}
+}
+
+func TestRejectionsLoggedOnceAndBounded(t *testing.T) {
+	r := newTestRegistry(t, Config{})
+	rec := registrytest.NewRecorder()
+	p := newPoller(r, rec)
+	apps := &Applications{}
+	for i := range 50 {
+		apps.Skipped = append(apps.Skipped, Skipped{App: "BAD", InstanceID: "b-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Reason: reasonPort, Err: bad(reasonPort, errors.New("no enabled port"))})
+	}
+	p.apps = apps
+	p.reject()
+	p.reject() // the same rejections again: not counted again
+	if n := value(r.metrics.rejected.WithLabelValues(reasonPort)); n != 50 {
+		t.Errorf("galleon_eureka_records_rejected_total{reason=port} = %v after the same 50 twice, want 50", n)
+	}
+	p.apps = &Applications{}
+	p.reject()
+	if len(p.told) != 0 {
+		t.Errorf("told %v after every rejection cleared", slices.Collect(maps.Keys(p.told)))
+	}
+}
