@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Galleon demo: galleon-file, then galleon-consul, then galleon-zookeeper, feed a real istiod, and
-# every registry change shows up in istiod.
+# Galleon demo: galleon-file, then galleon-consul, then galleon-zookeeper, then galleon-eureka, feed
+# a real istiod, and every registry change shows up in istiod.
 #
 #   scripts/demo.sh            (or: make demo)
 #   DEMO_KEEP=1 scripts/demo.sh   leave galleon-file, the Consul agent, galleon-consul, ZooKeeper,
-#                                 galleon-zookeeper and istiod running afterwards
+#                                 galleon-zookeeper, Polaris server B, galleon-eureka, the Eureka
+#                                 heartbeats and istiod running afterwards
 #
-# It builds galleon-file, galleon-consul, galleon-zookeeper and galleonctl, builds (once, ~5 min)
+# It builds galleon-file, galleon-consul, galleon-zookeeper, galleon-eureka and galleonctl, builds (once, ~5 min)
 # or reuses istiod 1.29.2 via scripts/istiod.sh, copies examples/file to a temporary registry directory, starts
 # galleon-file on it and istiod with `configSources: [{address: xds://<galleon-file>}]`, and then
 # tells the story: what Galleon serves (galleonctl), what istiod holds (/debug/configz), an
@@ -22,10 +23,17 @@
 # with ZooKeeper's own CLI, starts galleon-zookeeper (--zk-layout dubbo) and restarts istiod with
 # all three adapters as configSources: a provider that leaves (EDS-only), and the adapter's
 # ZooKeeper session expiring while providers change (it relists; EDS-only), its log and metrics.
+# Then the Eureka story: it builds (once, ~2.5 min) or reuses polaris-server 1.18.1, a Eureka API
+# server, via scripts/eureka.sh, starts two of them (A and B, which do not replicate to each other:
+# every change is made in both, as a Eureka cluster's peers would copy it), registers application
+# ORDERS (3 instances) through the Eureka REST API, keeps renewing them, starts galleon-eureka on
+# both (--eureka-urls A,B) and restarts istiod with all four adapters as configSources: an instance
+# taken OUT_OF_SERVICE (EDS-only), then server A crashes (kill -9) and an instance registered in B
+# alone reaches istiod through B (EDS-only), galleon-eureka's log and metrics (server_up).
 # Every step is checked: the demo exits non-zero if anything does not happen as told.
 # Processes are stopped on exit, failure or Ctrl-C (unless DEMO_KEEP=1 and all went well).
 #
-# Needs: go, and bash, awk, sed; Java for ZooKeeper (scripts/zookeeper.sh installs the zookeeper
+# Needs: go, and bash, awk, sed, patch (for polaris-server's build); Java for ZooKeeper (scripts/zookeeper.sh installs the zookeeper
 # package, which pulls in a JRE, when ZooKeeper is missing). Uses curl (else wget, else bash's
 # /dev/tcp) for HTTP, and jq (else python3, else a small Go program) to read istiod's JSON.
 # DEMO_JSON=jq|python3|go forces one of them.
@@ -73,6 +81,7 @@ LOG_DIR=$DEMO_DIR/logs
 mkdir -p "$BIN_DIR" "$REG_DIR" "$LOG_DIR"
 
 GALLEON_PID='' ISTIOD_PID='' CONSUL_PID='' GCONSUL_PID='' ZK_PID='' GZK_PID=''
+POLARIS_A_PID='' POLARIS_B_PID='' GEUREKA_PID='' HEARTBEATS_PID=''
 GALLEON_LOG=$LOG_DIR/galleon-file.log
 ISTIOD_LOG=$LOG_DIR/istiod.log
 CONSUL_LOG=$LOG_DIR/consul.log
@@ -80,6 +89,12 @@ GCONSUL_LOG=$LOG_DIR/galleon-consul.log
 ZK_LOG=$LOG_DIR/zookeeper.log
 ZKCLI_LOG=$LOG_DIR/zookeeper-cli.log
 GZK_LOG=$LOG_DIR/galleon-zookeeper.log
+POLARIS_A_LOG=$LOG_DIR/polaris-a.log
+POLARIS_B_LOG=$LOG_DIR/polaris-b.log
+GEUREKA_LOG=$LOG_DIR/galleon-eureka.log
+HEARTBEATS_LOG=$LOG_DIR/eureka-heartbeats.log
+EUREKA_DIR=$DEMO_DIR/eureka        # a/ and b/: each polaris-server's config, store and own logs
+HEARTBEATS=$EUREKA_DIR/heartbeats # "HOST:PORT APP ID" lines: the registrations eureka_heartbeats renews
 SUCCESS=0
 
 # stop PID NAME: SIGTERM, then SIGKILL after 10 s.
@@ -124,11 +139,22 @@ on_exit() {
 			tail_log zookeeper "$ZK_LOG"
 			tail_log "zookeeper CLI" "$ZKCLI_LOG"
 			tail_log galleon-zookeeper "$GZK_LOG"
+			tail_log "polaris-server A" "$POLARIS_A_LOG"
+			tail_log "polaris-server A's own log" "$EUREKA_DIR/a/log/runtime/polaris-default.log"
+			tail_log "polaris-server B" "$POLARIS_B_LOG"
+			tail_log "polaris-server B's own log" "$EUREKA_DIR/b/log/runtime/polaris-default.log"
+			tail_log galleon-eureka "$GEUREKA_LOG"
+			tail_log "Eureka heartbeats" "$HEARTBEATS_LOG"
 		fi
 	fi
 	# galleon-zookeeper may have been stopped (SIGSTOP) when the demo failed: let it hear SIGTERM.
 	if [[ -n "$GZK_PID" ]]; then kill -CONT "$GZK_PID" 2>/dev/null || true; fi
 	stop "$ISTIOD_PID"
+	stop "$GEUREKA_PID"
+	stop "$HEARTBEATS_PID"
+	# polaris-server takes 5-15 s to stop on SIGTERM; its store is thrown away with $DEMO_DIR.
+	kill_now "$POLARIS_A_PID"
+	kill_now "$POLARIS_B_PID"
 	stop "$GZK_PID"
 	stop "$GCONSUL_PID"
 	stop "$GALLEON_PID"
@@ -167,6 +193,18 @@ spawn() {
 
 alive() { kill -0 "$1" 2>/dev/null; }
 
+# kill_now PID: SIGKILL, and wait (up to 5 s) until it is gone. Waiting for it as a child also
+# keeps bash from reporting it "Killed".
+kill_now() {
+	local pid=$1 i
+	[[ -n "$pid" ]] && kill -KILL "$pid" 2>/dev/null || return 0
+	wait "$pid" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		alive "$pid" || return 0
+		sleep 0.1
+	done
+}
+
 # wait_for SECONDS WHAT CMD...: poll CMD (every 0.1 s) until it succeeds (return 0); return 1,
 # with the reason in WAIT_ERR, after SECONDS or as soon as one of the demo's processes has exited.
 WAIT_ERR=''
@@ -176,7 +214,9 @@ wait_for() {
 	deadline=$(awk -v n="$(now)" -v t="$timeout" 'BEGIN { printf "%.3f", n + t }')
 	until "$@"; do
 		for p in "galleon-file:$GALLEON_PID" "istiod:$ISTIOD_PID" "the consul agent:$CONSUL_PID" \
-			"galleon-consul:$GCONSUL_PID" "ZooKeeper:$ZK_PID" "galleon-zookeeper:$GZK_PID"; do
+			"galleon-consul:$GCONSUL_PID" "ZooKeeper:$ZK_PID" "galleon-zookeeper:$GZK_PID" \
+			"polaris-server A:$POLARIS_A_PID" "polaris-server B:$POLARIS_B_PID" "galleon-eureka:$GEUREKA_PID" \
+			"the Eureka heartbeats:$HEARTBEATS_PID"; do
 			if [[ -n "${p##*:}" ]] && ! alive "${p##*:}"; then
 				WAIT_ERR="${p%:*} exited while waiting for: $what"
 				return 1
@@ -417,6 +457,9 @@ ${BOLD}Still running (DEMO_KEEP=1):${RESET}
   galleon-consul    pid $GCONSUL_PID  MCP $GCONSUL_XDS   http://$GCONSUL_HTTP/debug/status   log $GCONSUL_LOG
   ZooKeeper         pid $ZK_PID  $ZK_ADDR (data in $ZK_DIR)   log $ZK_LOG
   galleon-zookeeper pid $GZK_PID  MCP $GZK_XDS   http://$GZK_HTTP/debug/status   log $GZK_LOG
+  polaris-server B  pid $POLARIS_B_PID  http://$EUREKA_B/eureka/apps (A was killed in step T)   log $POLARIS_B_LOG
+  Eureka heartbeats pid $HEARTBEATS_PID  renews the instances listed in $HEARTBEATS every 10 s
+  galleon-eureka    pid $GEUREKA_PID  MCP $GEUREKA_XDS   http://$GEUREKA_HTTP/debug/status   log $GEUREKA_LOG
   istiod            pid $ISTIOD_PID  http://$ISTIOD_MON/debug/configz   http://$ISTIOD_MON/metrics   log $ISTIOD_LOG
 
   Follow what galleon-file serves:       $GALLEONCTL watch --addr $GALLEON_XDS --delta
@@ -427,8 +470,11 @@ ${BOLD}Still running (DEMO_KEEP=1):${RESET}
   Follow what galleon-zookeeper serves:  $GALLEONCTL watch --addr $GZK_XDS --delta
   Use ZooKeeper (zkCli):                 $JAVA -cp "\$($SCRIPT_DIR/zookeeper.sh classpath)" org.apache.zookeeper.ZooKeeperMain -server $ZK_ADDR
                                          (then e.g.: ls $ZK_PROVIDERS)
+  Follow what galleon-eureka serves:     $GALLEONCTL watch --addr $GEUREKA_XDS --delta
+  Use Eureka (server B):                 curl -H 'Accept: application/json' http://$EUREKA_B/eureka/apps
+                                         curl -X PUT 'http://$EUREKA_B/eureka/apps/ORDERS/orders-2/status?value=UP'
   What istiod holds:                     curl -s http://$ISTIOD_MON/debug/configz | jq '.[] | select(.kind == "ServiceEntry") | .metadata.namespace + "/" + .metadata.name'
-  Stop everything:                       kill $ISTIOD_PID $GZK_PID $GCONSUL_PID $GALLEON_PID $ZK_PID $CONSUL_PID; rm -rf $DEMO_DIR
+  Stop everything:                       kill $ISTIOD_PID $GEUREKA_PID $HEARTBEATS_PID $GZK_PID $GCONSUL_PID $GALLEON_PID $ZK_PID $CONSUL_PID; kill -9 $POLARIS_B_PID; rm -rf $DEMO_DIR
 EOF
 }
 
@@ -565,20 +611,126 @@ zk_names() { "$GALLEONCTL" get --addr "$GZK_XDS" -o names; }
 dubbo_row() { serviceentry_rows | awk -F'|' '$2 ~ /\.default\.dubbo$/'; }
 
 # ---------------------------------------------------------------------------------------------
+# Eureka: polaris-servers, through the Eureka REST API.
+
+# http_call METHOD HOST:PORT PATH [JSON]: one request, with the (ASCII) JSON body if given; succeeds
+# on a 2xx answer (Eureka answers a registration with 204) and prints its body.
+http_call() {
+	local method=$1 hostport=$2 path=$3 body=${4-} curl_body=() wget_body=()
+	if (($# > 3)); then
+		curl_body=(-H 'Content-Type: application/json' --data-binary "$body")
+		wget_body=(--header='Content-Type: application/json' --body-data="$body")
+	fi
+	if have curl; then
+		curl -fsS --max-time 5 -X "$method" ${curl_body[@]+"${curl_body[@]}"} "http://$hostport$path" 2>/dev/null
+	elif have wget; then
+		wget -q -T 5 -O - --method="$method" ${wget_body[@]+"${wget_body[@]}"} "http://$hostport$path" 2>/dev/null
+	else
+		(
+			exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}" || exit 1
+			printf '%s %s HTTP/1.0\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+				"$method" "$path" "$hostport" "${#body}" "$body" >&3 # ASCII bodies: characters = bytes
+			IFS= read -r -t 5 status <&3 || exit 1
+			[[ $status =~ ^HTTP/[0-9.]+\ 2[0-9][0-9]\  ]] || exit 1
+			while IFS= read -r -t 5 line <&3 && [[ $line != $'\r' && -n $line ]]; do :; done
+			cat <&3
+		) 2>/dev/null
+	fi
+}
+
+EUREKA_APP=ORDERS
+# eureka_instance_json ID IP: a registration of instance ID of ORDERS at IP:8080, in Netflix's JSON
+# (what a Netflix or Spring Cloud client sends; as eurekatest's Instance.JSON writes it).
+eureka_instance_json() {
+	printf '{"instance": {"instanceId": "%s", "app": "%s", "hostName": "%s", "ipAddr": "%s", "vipAddress": "orders", "status": "UP", "port": {"$": 8080, "@enabled": "true"}, "securePort": {"$": 443, "@enabled": "false"}, "dataCenterInfo": {"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "MyOwn"}, "leaseInfo": {"renewalIntervalInSecs": 30, "durationInSecs": 90}, "metadata": {"version": "v1"}}}' \
+		"$1" "$EUREKA_APP" "$2" "$2"
+}
+
+# eureka_register HOST:PORT ID IP: register the instance in that server (POST /eureka/apps/ORDERS)
+# and hand it to the heartbeats.
+eureka_register() {
+	http_call POST "$1" "/eureka/apps/$EUREKA_APP" "$(eureka_instance_json "$2" "$3")" >/dev/null ||
+		fail "POST http://$1/eureka/apps/$EUREKA_APP (registering $2) failed (see $LOG_DIR/polaris-*.log)"
+	printf '%s %s %s\n' "$1" "$EUREKA_APP" "$2" >>"$HEARTBEATS"
+}
+
+# eureka_listing HOST:PORT: the server's /eureka/apps (XML, one element a line), one instance a
+# line: "ID IP:PORT STATUS", sorted.
+eureka_listing() {
+	local body
+	body=$(http_get "$1" /eureka/apps) || return 1
+	awk -F'[<>]' '
+		$2 == "instanceId" { id = $3 }
+		$2 == "ipAddr" { ip = $3 }
+		$2 ~ /^port( |$)/ { port = $3 }
+		$2 == "status" { st = $3 }
+		$2 == "/instance" { print id, ip ":" port, st }' <<<"$body" | LC_ALL=C sort
+}
+
+# eureka_hashcode HOST:PORT: the server's apps__hashcode (instances counted by status, e.g. UP_3_).
+eureka_hashcode() { http_get "$1" /eureka/apps | sed -n 's/.*<apps__hashcode>\(.*\)<\/apps__hashcode>.*/\1/p'; }
+
+# eureka_heartbeats: every 10 s, renew (PUT /eureka/apps/APP/ID) each instance $HEARTBEATS lists as
+# "HOST:PORT APP ID", as a Eureka client renews its lease (every 30 s): Polaris drops an instance
+# nobody renews about 90 s after it registered. Runs as a process of its own (spawn, export -f).
+eureka_heartbeats() {
+	local hostport app id
+	while :; do
+		sleep 10
+		while read -r hostport app id; do
+			http_call PUT "$hostport" "/eureka/apps/$app/$id" >/dev/null ||
+				printf '%s: renewing %s/%s in %s failed\n' "$(date +%T)" "$app" "$id" "$hostport"
+		done <"$HEARTBEATS"
+	done
+}
+
+# polaris_ready HOST:PORT: the Eureka API of a polaris-server answers.
+polaris_ready() { http_get "$1" /eureka/apps >/dev/null; }
+
+# start_polaris NAME PID_VAR ADDR_VAR LOG: start polaris-server NAME (A or B) in $EUREKA_DIR/name
+# (lower case; its store and logs are relative paths) on free loopback ports (new ones after a port clash), wait until its
+# Eureka API answers, and set PID_VAR and ADDR_VAR (127.0.0.1:PORT; base URL /eureka).
+start_polaris() {
+	local name=$1 pid_var=$2 addr_var=$3 log=$4 dir=$EUREKA_DIR/${1,,} attempt port
+	mkdir -p "$dir"
+	for attempt in 1 2 3; do
+		port=$(free_port)
+		"$SCRIPT_DIR/eureka.sh" config "$dir" "$port" "$(free_port)" "$(free_port)" >/dev/null ||
+			fail "scripts/eureka.sh config $dir failed"
+		# TZ=UTC: Polaris writes local times into instance records and reads them back as UTC.
+		spawn "$pid_var" "$log" env TZ=UTC sh -c 'cd "$1" && shift && exec "$@"' sh "$dir" \
+			"$POLARIS" start -c polaris-server.yaml
+		printf -v "$addr_var" '127.0.0.1:%s' "$port"
+		wait_for 60 "polaris-server $name answers GET http://127.0.0.1:$port/eureka/apps" polaris_ready "127.0.0.1:$port" && return 0
+		# Polaris reports a port clash in its own logs (log/runtime/*.log), not on stdout.
+		if ((attempt == 3)) || ! grep -qs 'address already in use' "$log" "$dir"/log/runtime/*.log; then fail "$WAIT_ERR"; fi
+		kill_now "${!pid_var}"
+		printf -v "$pid_var" '%s' ''
+		rm -rf "$dir" && mkdir -p "$dir"
+	done
+}
+
+# eureka_names: what galleon-eureka serves (sorted names; fails if it does not answer).
+eureka_names() { "$GALLEONCTL" get --addr "$GEUREKA_XDS" -o names; }
+
+# ---------------------------------------------------------------------------------------------
 cat <<EOF
 ${BOLD}Galleon demo${RESET}: Galleon's file adapter (galleon-file) serves the services of a directory of
 YAML files to a real istiod 1.29.2 over MCP-over-xDS (istiod's configSources: xds://...).
 We edit the files and watch each change arrive in istiod. Then Galleon's Consul adapter
 (galleon-consul) does the same for a Consul 1.22.6 catalog: health checks fail and recover,
-a service is deregistered. Last, Galleon's ZooKeeper adapter (galleon-zookeeper) serves Dubbo
+a service is deregistered. Then Galleon's ZooKeeper adapter (galleon-zookeeper) serves Dubbo
 providers registered in ZooKeeper 3.8: a provider leaves, and its ZooKeeper session expires
-while providers change.
+while providers change. Last, Galleon's Eureka adapter (galleon-eureka) serves an application
+registered in two Eureka API servers (polaris-server 1.18.1): an instance is taken out of
+service, then the server galleon-eureka reads crashes and the other one takes over.
 EOF
 
-heading "1. Build galleon-file, galleon-consul, galleon-zookeeper and galleonctl"
+heading "1. Build galleon-file, galleon-consul, galleon-zookeeper, galleon-eureka and galleonctl"
 t0=$(now)
 have go || fail "go is not on PATH (Go 1.26 is needed to build Galleon)"
-(cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-consul ./cmd/galleon-zookeeper ./cmd/galleonctl)
+(cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-consul ./cmd/galleon-zookeeper \
+	./cmd/galleon-eureka ./cmd/galleonctl)
 GALLEONCTL=$BIN_DIR/galleonctl
 ok "built into $BIN_DIR in $(elapsed "$t0")"
 
@@ -986,6 +1138,7 @@ heading "O. The adapter's ZooKeeper session expires while providers change"
 say "    galleon-zookeeper's session $ZK_SESSION, as ZooKeeper lists its connection (cons):"
 conn=$(zk_4lw cons | grep -F "sid=$ZK_SESSION," || true)
 [[ -n "$conn" ]] || fail "ZooKeeper's cons does not list galleon-zookeeper's session $ZK_SESSION"
+# shellcheck disable=SC2001 # leading blanks of each line
 sed 's/^[[:space:]]*//' <<<"$conn" | indent
 say "\$ kill -STOP $GZK_PID    ${DIM}# galleon-zookeeper: no more pings, its session times out${RESET}"
 kill -STOP "$GZK_PID" || fail "cannot stop galleon-zookeeper (pid $GZK_PID)"
@@ -1048,6 +1201,190 @@ zk_metric() { awk -v n="$1" '$1 == n { printf "%d\n", $2; found = 1 } END { if (
 grep -q '^galleon_zookeeper_requests_total{' <<<"$metrics" || fail "galleon-zookeeper exports no galleon_zookeeper_requests_total"
 note "    Only children lists are read in the Dubbo layout (a provider is its znode's name); no_node:"
 note "    the interface has no configurators znode (overrides), so it is watched through the interface."
+
+# ---------------------------------------------------------------------------------------------
+# The Eureka story.
+
+heading "13. polaris-server 1.18.1, a Eureka API server (built from the Go module proxy)"
+if ! "$SCRIPT_DIR/eureka.sh" path >/dev/null 2>&1; then
+	note "    The first run builds polaris-server (about 2.5 min on 2 cores, ~330 MB of module source)"
+	note "    and caches the binary; later runs reuse it."
+fi
+t0=$(now)
+exec 4>&1
+POLARIS=$({ "$SCRIPT_DIR/eureka.sh" build 2>&1 1>&3 3>&- | indent_live >&4; } 3>&1 | tail -n 1)
+exec 4>&-
+[[ -x "$POLARIS" ]] || fail "scripts/eureka.sh build did not produce a binary"
+ok "$POLARIS ($(elapsed "$t0"))"
+note "    PolarisMesh's server speaks Eureka's REST API (/eureka/apps, /apps/delta, status overrides):"
+note "    no Netflix Eureka server can be built here without a Maven repository."
+
+heading "14. Start two Eureka servers, A and B, on loopback and register ORDERS in both"
+t0=$(now)
+mkdir -p "$EUREKA_DIR"
+: >"$HEARTBEATS"
+EUREKA_A='' EUREKA_B=''
+start_polaris A POLARIS_A_PID EUREKA_A "$POLARIS_A_LOG"
+start_polaris B POLARIS_B_PID EUREKA_B "$POLARIS_B_LOG"
+ok "polaris-server A (pid $POLARIS_A_PID): http://$EUREKA_A/eureka; B (pid $POLARIS_B_PID): http://$EUREKA_B/eureka ($(elapsed "$t0"))"
+note "    Polaris servers do not replicate to each other as Eureka peers do: the demo makes every"
+note "    change in both, which is what a Eureka cluster's replication would do."
+say "\$ curl -X POST -H 'Content-Type: application/json' http://$EUREKA_A/eureka/apps/$EUREKA_APP -d '$(eureka_instance_json orders-1 10.70.0.1)'"
+say "    ${DIM}and the same for orders-2 (10.70.0.2) and orders-3 (10.70.0.3), in A and in B${RESET}"
+for srv in "$EUREKA_A" "$EUREKA_B"; do
+	for i in 1 2 3; do eureka_register "$srv" "orders-$i" "10.70.0.$i"; done
+done
+export HEARTBEATS
+export -f have http_call eureka_heartbeats
+spawn HEARTBEATS_PID "$HEARTBEATS_LOG" bash -c eureka_heartbeats
+ok "a heartbeat process (pid $HEARTBEATS_PID) renews the 6 registrations every 10 s (PUT /eureka/apps/$EUREKA_APP/<id>)"
+listed_in() { [[ "$(eureka_hashcode "$1")" == "$2" ]]; }
+for srv in "$EUREKA_A" "$EUREKA_B"; do
+	wait_until 20 "http://$srv/eureka/apps lists 3 UP instances (apps__hashcode UP_3_)" listed_in "$srv" UP_3_
+done
+say "\$ curl http://$EUREKA_A/eureka/apps    ${DIM}# XML; instanceId, ipAddr:port and status of each${RESET}"
+eureka_listing "$EUREKA_A" | indent
+ok "A and B both list them, apps__hashcode UP_3_ ($(elapsed "$t0") since the first server's start)"
+
+heading "15. Start galleon-eureka on both servers"
+t0=$(now)
+for attempt in 1 2 3; do
+	GEUREKA_XDS=127.0.0.1:$(free_port)
+	GEUREKA_HTTP=127.0.0.1:$(free_port)
+	say "\$ galleon-eureka --eureka-urls http://$EUREKA_A/eureka,http://$EUREKA_B/eureka --poll-interval 500ms --debounce-quiet 20ms --listen $GEUREKA_XDS --http $GEUREKA_HTTP"
+	spawn GEUREKA_PID "$GEUREKA_LOG" "${daemon_env[@]}" "$BIN_DIR/galleon-eureka" \
+		--eureka-urls "http://$EUREKA_A/eureka,http://$EUREKA_B/eureka" --poll-interval 500ms \
+		--debounce-quiet 20ms --listen "$GEUREKA_XDS" --http "$GEUREKA_HTTP" --shutdown-grace 1s
+	geureka_ready() { http_get "$GEUREKA_HTTP" /readyz >/dev/null && port_in_use "${GEUREKA_XDS##*:}"; }
+	wait_for 20 "galleon-eureka ready (it has fetched /eureka/apps from $EUREKA_A)" geureka_ready && break
+	if ((attempt == 3)) || ! grep -q 'address already in use' "$GEUREKA_LOG"; then fail "$WAIT_ERR"; fi
+	stop "$GEUREKA_PID"
+done
+serves_orders() { [[ "$(eureka_names)" == default/orders ]]; }
+wait_until 20 "galleon-eureka serves default/orders" serves_orders
+ok "galleon-eureka (pid $GEUREKA_PID) serves MCP on $GEUREKA_XDS, ready $(elapsed "$t0") after its start"
+note "    It reads one server at a time, A first: the full listing once, then /apps/delta every"
+note "    500 ms, checked against the server's apps__hashcode; B is only read if A fails."
+
+heading "16. Restart istiod with four configSources: galleon-file, galleon-consul, galleon-zookeeper and galleon-eureka"
+stop "$ISTIOD_PID"
+ISTIOD_PID=''
+printf 'configSources:\n- address: "xds://%s"\n- address: "xds://%s"\n- address: "xds://%s"\n- address: "xds://%s"\n' \
+	"$GALLEON_XDS" "$GCONSUL_XDS" "$GZK_XDS" "$GEUREKA_XDS" >"$MESH"
+say "    mesh config: $(tr '\n' ' ' <"$MESH" | sed 's/ $//')"
+start_istiod "$LOG_DIR/istiod-eureka.log" "galleon-file, galleon-consul, galleon-zookeeper and galleon-eureka"
+SERVED=$({ "$GALLEONCTL" get --addr "$GALLEON_XDS" -o names && consul_names && zk_names && eureka_names; } | LC_ALL=C sort)
+wait_istiod_holds "galleon-file, galleon-consul, galleon-zookeeper or galleon-eureka"
+
+heading "Q. What galleon-eureka serves"
+say "\$ galleonctl get --addr $GEUREKA_XDS -o names"
+eureka_names | indent
+say ""
+say "\$ galleonctl get --addr $GEUREKA_XDS -o yaml"
+"$GALLEONCTL" get --addr "$GEUREKA_XDS" -o yaml | yaml_item | indent
+note "    One ServiceEntry per application (--namespace default), host <app, lower case>.eureka;"
+note "    UP instances are endpoints, their metadata (and what Polaris adds to it) endpoint labels;"
+note "    OUT_OF_SERVICE, DOWN and STARTING ones are left out."
+
+heading "R. What istiod holds: four registries"
+serviceentry_rows | print_table
+orders=$(row default/orders)
+[[ "$(field 2 <<<"$orders")|$(field 3 <<<"$orders")|$(field 4 <<<"$orders")|$(field 5 <<<"$orders")" == "orders.eureka|8080/HTTP|3|10.70.0.1,10.70.0.2,10.70.0.3" ]] ||
+	fail "istiod's default/orders is '$orders'; want host orders.eureka, port 8080/HTTP and endpoints 10.70.0.1,10.70.0.2,10.70.0.3"
+ok "default/orders: host orders.eureka, port 8080/HTTP, 3 endpoints ($(field 5 <<<"$orders"))"
+read_counters 11
+say "istiod (restarted) so far: $FULL11 full push(es), $EDS11 EDS update(s)"
+
+heading "S. An operator takes orders-2 out of service (a status override, in A and in B)"
+for srv in "$EUREKA_A" "$EUREKA_B"; do
+	say "\$ curl -X PUT 'http://$srv/eureka/apps/$EUREKA_APP/orders-2/status?value=OUT_OF_SERVICE'"
+	http_call PUT "$srv" "/eureka/apps/$EUREKA_APP/orders-2/status?value=OUT_OF_SERVICE" >/dev/null ||
+		fail "PUT http://$srv/eureka/apps/$EUREKA_APP/orders-2/status?value=OUT_OF_SERVICE failed"
+done
+t0=$(now)
+orders_endpoints() { [[ "$(row default/orders | field 5)" == "$1" ]]; }
+wait_until 20 "istiod holds default/orders with endpoints 10.70.0.1 and 10.70.0.3" orders_endpoints 10.70.0.1,10.70.0.3
+wait_until 20 "istiod pushes the change" pushed_since "$PUSH11"
+read_counters 12
+ok "istiod has it $(elapsed "$t0") after the PUTs: endpoints $(row default/orders | field 5)"
+ok "full pushes $FULL11 -> $FULL12, EDS updates $EDS11 -> $EDS12: an endpoint-only (EDS) update, no full push"
+((FULL12 == FULL11)) || fail "an instance going OUT_OF_SERVICE caused $((FULL12 - FULL11)) full push(es); want none"
+((EDS12 > EDS11)) || fail "an instance going OUT_OF_SERVICE caused no EDS update"
+for srv in "$EUREKA_A" "$EUREKA_B"; do
+	wait_until 20 "http://$srv/eureka/apps lists orders-2 OUT_OF_SERVICE" listed_in "$srv" OUT_OF_SERVICE_1_UP_2_
+done
+say "\$ curl http://$EUREKA_B/eureka/apps    ${DIM}# B says the same as A${RESET}"
+eureka_listing "$EUREKA_B" | indent
+note "    The next /apps/delta listed orders-2 MODIFIED with its new status: galleon-eureka changed"
+note "    the endpoints alone, so istiod updated EDS without recomputing the mesh config."
+
+heading "T. Server A crashes; B takes over"
+say "\$ kill -9 $POLARIS_A_PID    ${DIM}# polaris-server A: no clean shutdown, connections refused from now on${RESET}"
+pid=$POLARIS_A_PID
+POLARIS_A_PID=''
+kill_now "$pid"
+t0=$(now)
+a_gone() { ! alive "$1" && ! polaris_ready "$EUREKA_A"; }
+wait_until 10 "polaris-server A (pid $pid) is gone" a_gone "$pid"
+# The heartbeats renew in B only from now on (a rename: the loop reads the file whole each round).
+grep -v "^$EUREKA_A " "$HEARTBEATS" >"$HEARTBEATS.new" || true
+mv -f "$HEARTBEATS.new" "$HEARTBEATS"
+say "\$ curl -X POST -H 'Content-Type: application/json' http://$EUREKA_B/eureka/apps/$EUREKA_APP -d '$(eureka_instance_json orders-4 10.70.0.4)'"
+eureka_register "$EUREKA_B" orders-4 10.70.0.4
+note "    orders-4 registers with B alone: only B can tell galleon-eureka about it."
+# failed_over: istiod holds orders-4 through B, and never lost what it had meanwhile.
+failed_over() {
+	local eps
+	eps=$(row default/orders | field 5)
+	[[ ",$eps," == *,10.70.0.1,* && ",$eps," == *,10.70.0.3,* ]] ||
+		fail "istiod's endpoints of default/orders are '$eps' after A crashed: it lost 10.70.0.1 or 10.70.0.3"
+	[[ "$eps" == 10.70.0.1,10.70.0.3,10.70.0.4 ]]
+}
+wait_until 30 "istiod holds default/orders with endpoints 10.70.0.1, 10.70.0.3 and 10.70.0.4" failed_over
+wait_until 20 "istiod pushes the change" pushed_since "$PUSH12"
+read_counters 13
+ok "istiod has it $(elapsed "$t0") after A crashed: endpoints $(row default/orders | field 5); it never held fewer meanwhile"
+ok "full pushes $FULL12 -> $FULL13, EDS updates $EDS12 -> $EDS13: the failover and orders-4 were endpoint-only (EDS)"
+((FULL13 == FULL12)) || fail "the failover to B and orders-4 joining caused $((FULL13 - FULL12)) full push(es); want none"
+((EDS13 > EDS12)) || fail "the failover to B and orders-4 joining caused no EDS update"
+note "    orders-2 stays out: B holds its OUT_OF_SERVICE override too."
+
+heading "U. galleon-eureka's own view: its log and metrics"
+LOG_LINES='msg="(Eureka server failed|reading another Eureka server|no Eureka server answers|Eureka server answers again|a Eureka server answers again)'
+say "\$ grep -E '$LOG_LINES' $GEUREKA_LOG    ${DIM}# registry=, eureka= left out${RESET}"
+picked=$(grep -E "$LOG_LINES" "$GEUREKA_LOG" | sed -E 's/ registry=eureka//; s/ eureka="?\[[^]]*\]"?//' || true)
+[[ -n "$picked" ]] || fail "galleon-eureka logged nothing about server A failing"
+indent <<<"$picked"
+grep -q 'msg="reading another Eureka server"' <<<"$picked" || fail "galleon-eureka did not log that it reads another server"
+say ""
+say "\$ curl -s http://$GEUREKA_HTTP/metrics | grep -E '^galleon_eureka_(server_up|requests_total|full_fetches_total)'"
+metrics=$(http_get "$GEUREKA_HTTP" /metrics) || fail "galleon-eureka's /metrics does not answer"
+picked=$(grep -E '^galleon_eureka_(server_up|requests_total|full_fetches_total)' <<<"$metrics" || true)
+indent <<<"$picked"
+eureka_metric() { awk -v n="$1" '$1 == n { print $2; found = 1 } END { if (!found) print "none" }' <<<"$metrics"; }
+up_a=$(eureka_metric "galleon_eureka_server_up{server=\"http://$EUREKA_A/eureka\"}")
+up_b=$(eureka_metric "galleon_eureka_server_up{server=\"http://$EUREKA_B/eureka\"}")
+[[ "$up_a" == 0 ]] || fail "galleon_eureka_server_up for A (http://$EUREKA_A/eureka) is $up_a; want 0"
+[[ "$up_b" == 1 ]] || fail "galleon_eureka_server_up for B (http://$EUREKA_B/eureka) is $up_b; want 1"
+ok_b=$(eureka_metric "galleon_eureka_requests_total{kind=\"delta\",result=\"ok\",server=\"http://$EUREKA_B/eureka\"}")
+[[ "$ok_b" != none && "$ok_b" -gt 0 ]] || fail "galleon-eureka counts no delta answered by B (galleon_eureka_requests_total: $ok_b)"
+ok "galleon_eureka_server_up: A $up_a, B $up_b; B has answered $ok_b /apps/delta requests"
+full_all=$(awk '/^galleon_eureka_full_fetches_total[{ ]/ { n += $2 } END { printf "%d\n", n }' <<<"$metrics")
+if [[ "$full_all" == "$(eureka_metric 'galleon_eureka_full_fetches_total{reason="start"}')" ]]; then
+	note "    One full listing, at the start: B's deltas reconciled with what A had served (the same"
+	note "    apps__hashcode), so the failover needed none."
+else
+	note "    A delta of B did not reconcile with what A had served (apps__hashcode): galleon-eureka"
+	note "    fetched B's full listing, and served only the difference."
+fi
+say ""
+say "\$ curl http://$GEUREKA_HTTP/debug/status"
+status=$(http_get "$GEUREKA_HTTP" /debug/status) || fail "galleon-eureka's /debug/status does not answer"
+indent <<<"$status"
+tr -d ' \n' <<<"$status" | grep -q '"stale":false' || fail "galleon-eureka's /debug/status says it is stale"
+tr -d ' \n' <<<"$status" | grep -qF "\"http://$EUREKA_A/eureka\":" || fail "galleon-eureka's /debug/status does not list A (http://$EUREKA_A/eureka) as degraded"
+note "    A failed (unreachable): galleon-eureka moved to B at once and stays there, probing A in"
+note "    the background with back-off; A is listed degraded, and what is served is not stale."
 
 heading "Done"
 SUCCESS=1

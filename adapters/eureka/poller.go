@@ -37,10 +37,13 @@ import (
 
 // Back-off bounds.
 const (
-	minRetry           = 500 * time.Millisecond // first retry after every server failed
-	maxRetry           = 30 * time.Second
-	minProbe           = time.Second // first probe of a failed server
-	maxProbe           = 2 * time.Minute
+	minRetry = 500 * time.Millisecond // first retry after every server failed
+	maxRetry = 30 * time.Second
+	minProbe = time.Second // first probe of a failed server
+	maxProbe = 2 * time.Minute
+	// standbyProbe is how often a server the adapter is not reading, and that answered last
+	// time, is probed: a standby that died is reported before a failover needs it.
+	standbyProbe       = time.Minute
 	maxMismatchBackoff = 5 * time.Minute
 	// maxLoggedRejections bounds the log lines of new rejections per fetch; /debug/status and
 	// the metric have them all.
@@ -87,7 +90,7 @@ type poller struct {
 type serverState struct {
 	down    bool
 	err     error
-	next    time.Time // when to probe it
+	next    time.Time // when to probe it (zero: at once) unless it is the server in use
 	backoff time.Duration
 	probing bool
 }
@@ -274,7 +277,7 @@ func (p *poller) serverUp(i int) {
 		p.r.log.Info("Eureka server answers again", "server", p.r.servers[i].name)
 		p.rec.Degraded(p.r.servers[i].name, nil)
 	}
-	*s = serverState{probing: s.probing}
+	*s = serverState{probing: s.probing, next: time.Now().Add(jitter(standbyProbe))}
 	p.r.metrics.serverUp.WithLabelValues(p.r.servers[i].name).Set(1)
 }
 
@@ -298,12 +301,13 @@ func (p *poller) reportDown() {
 	}
 }
 
-// startProbes probes the down servers that are due, one request each, in the background.
+// startProbes probes the servers other than the one in use that are due, one request each, in
+// the background: a failed one with back-off, a standby every standbyProbe.
 func (p *poller) startProbes(ctx context.Context) {
 	now := time.Now()
 	for i := range p.servers {
 		s := &p.servers[i]
-		if !s.down || s.probing || i == p.cur || now.Before(s.next) {
+		if s.probing || i == p.cur || now.Before(s.next) {
 			continue
 		}
 		s.probing = true
@@ -328,8 +332,9 @@ func (p *poller) probed(pr probeResult) {
 		}
 		return
 	}
+	wasDown := p.servers[pr.i].down
 	p.serverUp(pr.i)
-	if !p.outage && p.apps != nil {
+	if wasDown && !p.outage && p.apps != nil {
 		p.rec.Flush() // tells Degraded(server, nil); nothing else is pending
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,6 +140,14 @@ func TestFailover(t *testing.T) {
 	rec.WaitFor(t, 20*time.Second, func(st map[model.ServiceKey]model.Service) bool {
 		return len(st[model.ServiceKey{Namespace: "eureka-test", Name: "orders"}].Instances) == 2
 	})
+	// The standby is probed from the start: its gauge says it answers before it is needed.
+	deadline := time.Now().Add(10 * time.Second)
+	for value(r.metrics.serverUp.WithLabelValues(r.servers[1].name)) != 1 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if up := value(r.metrics.serverUp.WithLabelValues(r.servers[1].name)); up != 1 {
+		t.Errorf("galleon_eureka_server_up{server=%q} (the standby) = %v, want 1", r.servers[1].name, up)
+	}
 	before := rec.Len()
 	a.Kill(t)
 	registerAll(ctx, t, servers[1:], eurekatest.Instance{App: "orders", ID: "orders-3", IPAddr: "10.1.0.3", Port: 8080})
@@ -331,4 +340,60 @@ func TestTLSAndBasicAuth(t *testing.T) {
 			t.Errorf("the password shows in what the adapter reported:\n%s", rec.Dump())
 		}
 	})
+}
+
+// TestShortOutageResumesWithDelta: an outage shorter than the delta window ends with a delta
+// that reconciles, not a full fetch: Unreachable(nil) with no Replace before it, and a change
+// made during the outage (still in the window) served by that delta.
+func TestShortOutageResumesWithDelta(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := eurekatest.Start(t, eurekatest.Options{})
+	proxy := registrytest.NewProxy(t, s.EurekaAddr)
+	registerAll(ctx, t, []*eurekatest.Server{s},
+		eurekatest.Instance{App: "pay", ID: "pay-1", IPAddr: "10.4.0.1", Port: 8080},
+		eurekatest.Instance{App: "pay", ID: "pay-2", IPAddr: "10.4.0.2", Port: 8080})
+	renewEvery(t, s, 10*time.Second, func() map[string][]string { return map[string][]string{"PAY": {"pay-1", "pay-2"}} })
+	waitListed(ctx, t, s, "PAY", "pay-2", StatusUp)
+	r, rec := runAdapter(t, Config{
+		URLs:         []string{"http://" + proxy.Addr() + "/eureka"},
+		PollInterval: 200 * time.Millisecond,
+		Timeout:      time.Second,
+		Registerer:   prometheus.NewRegistry(),
+	})
+	rec.WaitFor(t, 20*time.Second, func(st map[model.ServiceKey]model.Service) bool {
+		h, ok := healthOfInstance(st, "pay", "pay-2")
+		return ok && h == model.Healthy
+	})
+	before := rec.Len()
+	if err := proxy.Break(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitForEvents(t, 20*time.Second, func(events []registrytest.Event) bool {
+		return slices.ContainsFunc(events[before:], func(e registrytest.Event) bool { return e.Op == registrytest.OpUnreachable && e.Err != nil })
+	})
+	if err := s.SetStatus(ctx, "PAY", "pay-2", StatusOutOfService); err != nil {
+		t.Fatal(err)
+	}
+	waitListed(ctx, t, s, "PAY", "pay-2", StatusOutOfService)
+	if err := proxy.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitForEvents(t, 20*time.Second, func(events []registrytest.Event) bool {
+		return slices.ContainsFunc(events[before:], func(e registrytest.Event) bool { return e.Op == registrytest.OpUnreachable && e.Err == nil })
+	})
+	h, _ := healthOfInstance(rec.State(), "pay", "pay-2")
+	if h != model.Draining {
+		t.Errorf("pay-2 is %v after the outage, want Draining (the change made during it)", h)
+	}
+	for _, e := range rec.Events()[before:] {
+		if e.Op == registrytest.OpReplace || e.Op == registrytest.OpDelete {
+			t.Errorf("%v: an outage inside the delta window needs no relisting", e)
+		}
+	}
+	for _, why := range []string{fullOutage, fullMismatch} {
+		if n := value(r.metrics.fullFetches.WithLabelValues(why)); n != 0 {
+			t.Errorf("%v full fetches for reason %s, want 0", n, why)
+		}
+	}
 }
