@@ -7,7 +7,6 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -41,6 +41,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/subset"
+	"github.com/galleon-mesh/galleon/internal/tlsfiles"
 	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
@@ -101,6 +102,11 @@ type options struct {
 	calloutKey        string
 	calloutServerName string
 	calloutTLS        *tls.Config // built from the files at start
+
+	// TLS on the gRPC listener.
+	tlsCert, tlsKey, tlsClientCA string
+	tlsClientOptional            bool
+	tlsAllowedClients            []string
 }
 
 func (o *options) register(fs *pflag.FlagSet) {
@@ -121,6 +127,11 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.calloutCA, "mcp-callout-ca", "", "PEM CA bundle that verifies the callout sink's certificate; turns TLS on (default roots: the system's)")
 	fs.StringVar(&o.calloutCert, "mcp-callout-cert", "", "PEM client certificate for mutual TLS to the callout sink (with --mcp-callout-key)")
 	fs.StringVar(&o.calloutKey, "mcp-callout-key", "", "PEM private key of --mcp-callout-cert")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate of the gRPC listener: turns TLS on (with --tls-key); reloaded when the file changes")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert; reloaded when the file changes")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "PEM CA bundle that verifies client certificates of the gRPC listener: turns mutual TLS on (with --tls-cert); reloaded when the file changes")
+	fs.BoolVar(&o.tlsClientOptional, "tls-client-cert-optional", false, "with --tls-client-ca, also accept clients without a certificate (istiod dials config sources in SIMPLE TLS mode only), verifying those that present one")
+	fs.StringSliceVar(&o.tlsAllowedClients, "tls-allowed-clients", nil, "with --tls-client-ca, the identities a client certificate must hold one of: URI SANs (spiffe://cluster.local/ns/istio-system/sa/istiod) or DNS SANs; a trailing * matches any suffix")
 	fs.StringVar(&o.calloutServerName, "mcp-callout-server-name", "", "name the callout sink's certificate must carry (default: the host of --mcp-callout); turns TLS on")
 }
 
@@ -146,7 +157,7 @@ func (o *options) check() error {
 	if o.quiet <= 0 || o.maxDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--debounce-quiet and --debounce-max must be positive durations such as 100ms"))
 	}
-	errs = append(errs, o.checkCallout())
+	errs = append(errs, o.checkCallout(), o.checkListenerTLS())
 	return errors.Join(errs...)
 }
 
@@ -169,26 +180,48 @@ func (o *options) checkCallout() error {
 	if !tlsFlags {
 		return nil // plaintext
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.calloutServerName}
-	if o.calloutCA != "" {
-		pem, err := os.ReadFile(o.calloutCA)
-		if err != nil {
-			return fmt.Errorf("--mcp-callout-ca: %w", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("--mcp-callout-ca %s: no PEM certificate in the file", o.calloutCA)
-		}
-	}
-	if o.calloutCert != "" {
-		cert, err := tls.LoadX509KeyPair(o.calloutCert, o.calloutKey)
-		if err != nil {
-			return fmt.Errorf("--mcp-callout-cert/--mcp-callout-key: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
+	host, _, _ := net.SplitHostPort(o.calloutAddr)
+	cfg, err := tlsfiles.Files{
+		CAFile: o.calloutCA, CertFile: o.calloutCert, KeyFile: o.calloutKey, ServerName: o.calloutServerName,
+		CAFlag: "--mcp-callout-ca", CertFlag: "--mcp-callout-cert", KeyFlag: "--mcp-callout-key",
+	}.Config(host)
+	if err != nil {
+		return err
 	}
 	o.calloutTLS = cfg
 	return nil
+}
+
+// checkListenerTLS checks that the listener's TLS flags go together; NewServer reads the files.
+func (o *options) checkListenerTLS() error {
+	var errs []error
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together: give both to serve TLS, or neither for plaintext"))
+	}
+	if o.tlsClientCA != "" && o.tlsCert == "" {
+		errs = append(errs, errors.New("--tls-client-ca needs --tls-cert and --tls-key: mutual TLS is TLS first"))
+	}
+	if o.tlsClientCA == "" && (o.tlsClientOptional || len(o.tlsAllowedClients) > 0) {
+		errs = append(errs, errors.New("--tls-client-cert-optional and --tls-allowed-clients need --tls-client-ca (the CA that verifies client certificates)"))
+	}
+	for _, id := range o.tlsAllowedClients {
+		if strings.TrimSpace(id) == "" || strings.Contains(strings.TrimSuffix(id, "*"), "*") {
+			errs = append(errs, fmt.Errorf("--tls-allowed-clients %q: want a URI or DNS SAN, with at most a trailing *", id))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listenerTLS returns the gRPC listener's TLS source, nil for plaintext.
+func (o *options) listenerTLS(log *slog.Logger, reg prometheus.Registerer) (*tlsfiles.Server, error) {
+	if o.tlsCert == "" {
+		return nil, nil
+	}
+	return tlsfiles.NewServer(tlsfiles.ServerFiles{
+		CertFile: o.tlsCert, KeyFile: o.tlsKey, ClientCAFile: o.tlsClientCA,
+		OptionalClientCert: o.tlsClientOptional, AllowedClients: o.tlsAllowedClients,
+		CertFlag: "--tls-cert", KeyFlag: "--tls-key", ClientCAFlag: "--tls-client-ca",
+	}, log, reg)
 }
 
 // Main runs the binary described by spec with the process's arguments and
@@ -262,6 +295,11 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("registry", spec.Registry)
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	listenerTLS, err := o.listenerTLS(log, metrics)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return 2
+	}
 	reg, err := newRegistry(Env{Logger: log, Registerer: metrics})
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
@@ -269,7 +307,7 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, spec, &o, reg, log, metrics); err != nil {
+	if err := serve(ctx, spec, &o, reg, listenerTLS, log, metrics); err != nil {
 		log.Error("stopped", "error", err)
 		return 1
 	}
@@ -288,7 +326,7 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 }
 
 // serve runs everything until ctx is cancelled or a part fails.
-func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, log *slog.Logger, metrics *prometheus.Registry) error {
+func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, listenerTLS *tlsfiles.Server, log *slog.Logger, metrics *prometheus.Registry) error {
 
 	store := snapshot.NewStore()
 	mode := convert.ModeServiceEntry
@@ -324,7 +362,11 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 		routes = subsets
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
 	}
-	g := grpc.NewServer(xds.GRPCServerOptions()...)
+	grpcOpts := xds.GRPCServerOptions()
+	if listenerTLS != nil {
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(listenerTLS.Config())))
+	}
+	g := grpc.NewServer(grpcOpts...)
 	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
 	xdsSrv.Register(g)
 	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
@@ -335,7 +377,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, lo
 	reflection.Register(g)
 	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, subsets, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
 
-	log.Info("serving", "listen", grpcLis.Addr().String(), "http", httpLis.Addr().String(),
+	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -28,9 +29,10 @@ type Files struct {
 }
 
 // Write makes a CA, a server certificate and a client certificate with common name clientCN
-// (ECDSA P-256, valid from an hour ago for a day, so that clock skew does not matter) and writes
-// them to dir.
-func Write(dir, clientCN string) (Files, error) {
+// and clientSANs (a URI such as spiffe://cluster.local/ns/a/sa/b, or else a DNS name) (ECDSA
+// P-256, valid from an hour ago for a day, so that clock skew does not matter) and writes them
+// to dir.
+func Write(dir, clientCN string, clientSANs ...string) (Files, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Files{}, err
 	}
@@ -79,10 +81,18 @@ func Write(dir, clientCN string) (Files, error) {
 	if err != nil {
 		return Files{}, err
 	}
-	clientDER, clientKey, err := issue(&x509.Certificate{
+	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: clientCN},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	}
+	for _, san := range clientSANs {
+		if u, err := url.Parse(san); err == nil && u.Scheme != "" {
+			client.URIs = append(client.URIs, u)
+		} else {
+			client.DNSNames = append(client.DNSNames, san)
+		}
+	}
+	clientDER, clientKey, err := issue(client)
 	if err != nil {
 		return Files{}, err
 	}

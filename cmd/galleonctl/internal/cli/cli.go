@@ -10,11 +10,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -26,6 +28,8 @@ import (
 	_ "istio.io/api/networking/v1beta1"
 	_ "istio.io/api/security/v1beta1"
 	_ "istio.io/api/telemetry/v1alpha1"
+
+	"github.com/galleon-mesh/galleon/internal/tlsfiles"
 )
 
 // DefaultAddr is where a Galleon adapter serves MCP over xDS unless told
@@ -97,6 +101,8 @@ type options struct {
 	output     string
 	timeout    time.Duration
 	protocol   string
+	// TLS to the source (off unless one of them is set).
+	tlsCA, tlsCert, tlsKey, tlsServerName string
 }
 
 func (o *options) register(fs *flag.FlagSet) {
@@ -104,6 +110,10 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.types, "type", "serviceentries", "what to subscribe to: serviceentries (se), workloadentries (we), or a full type URL such as\nnetworking.istio.io/v1/DestinationRule; several, comma-separated, share one stream like istiod's")
 	fs.StringVar(&o.apiVersion, "api-version", "v1", "API version in the type URL of serviceentries/workloadentries: v1 (istiod >= 1.24), v1beta1, or v1alpha3 (istiod <= 1.23)")
 	fs.StringVar(&o.nodeID, "node-id", "galleonctl", "node id sent to the source (sources may choose what to serve by node); the SinkNode id with --protocol mcp")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "PEM CA bundle that verifies the source's certificate: turns TLS on (default roots: the system's)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM client certificate for mutual TLS (with --tls-key)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&o.tlsServerName, "tls-server-name", "", "name the source's certificate must hold (default: the host of --addr); turns TLS on")
 	fs.StringVar(&o.protocol, "protocol", "xds", "xds: MCP over xDS (istiod >= 1.9); mcp: legacy MCP, istio.mcp.v1alpha1.ResourceSource (Istio 1.1 - 1.8 sinks),\nwhere --type serviceentries/workloadentries name the collections istio/networking/v1alpha3/<type>")
 }
 
@@ -144,16 +154,36 @@ func parse(fs *flag.FlagSet, args []string, usage string, stdout, stderr io.Writ
 	return -1
 }
 
-// dial creates the gRPC client. It does not connect: the first stream
-// does, and fails fast if the source cannot be reached.
-func dial(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(strings.TrimPrefix(addr, "xds://"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+// dial creates the gRPC client, over TLS when a --tls-* flag is set. It
+// does not connect: the first stream does, and fails fast if the source
+// cannot be reached.
+func (o *options) dial() (*grpc.ClientConn, error) {
+	addr := strings.TrimPrefix(o.addr, "xds://")
+	creds := insecure.NewCredentials()
+	if o.tlsCA != "" || o.tlsCert != "" || o.tlsKey != "" || o.tlsServerName != "" {
+		if (o.tlsCert == "") != (o.tlsKey == "") {
+			return nil, errors.New("--tls-cert and --tls-key go together: give both for mutual TLS, or neither")
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		cfg, err := tlsfiles.Files{
+			CAFile: o.tlsCA, CertFile: o.tlsCert, KeyFile: o.tlsKey, ServerName: o.tlsServerName,
+			CAFlag: "--tls-ca", CertFlag: "--tls-cert", KeyFlag: "--tls-key",
+		}.Config(host)
+		if err != nil {
+			return nil, err
+		}
+		creds = credentials.NewTLS(cfg)
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent("galleonctl"),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("--addr %q: %w", addr, err)
+		return nil, fmt.Errorf("--addr %q: %w", o.addr, err)
 	}
 	return conn, nil
 }

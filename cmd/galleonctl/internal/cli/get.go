@@ -205,7 +205,7 @@ func (s legacyFetch) next() (string, []xdsclient.Resource, []xdsclient.ResourceE
 // the resources of the first response of each.
 func fetchFirst(ctx context.Context, o options, keys []string,
 	open func(context.Context, *grpc.ClientConn) (fetchStream, error)) (map[string][]xdsclient.Resource, []error, error) {
-	conn, err := dial(o.addr)
+	conn, err := o.dial()
 	if err != nil {
 		return nil, nil, err
 	}

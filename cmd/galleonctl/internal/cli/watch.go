@@ -100,7 +100,7 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 
-	conn, err := dial(o.addr)
+	conn, err := o.dial()
 	if err != nil {
 		fmt.Fprintf(stderr, "galleonctl watch: %v\n", err)
 		return 1
