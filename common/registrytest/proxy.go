@@ -59,6 +59,16 @@ func (p *Proxy) Break(context.Context) error {
 	return nil
 }
 
+// Retarget sends new connections to target from now on and cuts those being proxied, the way
+// a Service moves to another replica when its endpoint dies: the client reconnects to the same
+// address and reaches the new one.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+	p.cut()
+}
+
 // Restore proxies new connections again.
 func (p *Proxy) Restore(context.Context) error {
 	p.mu.Lock()
@@ -90,7 +100,10 @@ func (p *Proxy) accept() {
 func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	defer p.forget(client)
-	upstream, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	upstream, err := net.Dial("tcp", target)
 	if err != nil {
 		return
 	}

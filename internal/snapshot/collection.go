@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // historyDepth is how many diffs a collection remembers, so that a Delta
@@ -138,7 +137,7 @@ func (c *Collection) contentVersion() string {
 // apply returns a new collection with the changes applied, or c itself when
 // nothing changed. The work is proportional to the changes plus one copy of
 // the index; unchanged resources are shared, never re-encoded.
-func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (*Collection, error) {
+func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
 	upserts := map[string]*Resource{}
 	removes := map[string]struct{}{}
 	// Later changes of the same name win, so process them in order.
@@ -153,11 +152,7 @@ func (c *Collection) apply(seq uint64, changes []Change, now func() time.Time) (
 		}
 		delete(removes, ch.Name)
 		old := c.Get(ch.Name)
-		createTime := now()
-		if old != nil {
-			createTime = old.CreateTime
-		}
-		r, err := newResource(ch.Object, createTime)
+		r, err := newResource(ch.Object, FixedCreateTime())
 		if err != nil {
 			return nil, err
 		}

@@ -73,9 +73,7 @@ type Resource struct {
 	// Version is a hash of the content. istiod re-applies a resource only
 	// when its version moves, so an unchanged resource is never re-processed.
 	Version string
-	// CreateTime is when the store first saw the resource. It never moves
-	// while the resource exists: a moving create_time forces istiod into a
-	// full push (istio#30683).
+	// CreateTime is FixedCreateTime(), for every resource of every store.
 	CreateTime time.Time
 	// Origin is the Object's Origin (nil if it gave none). Read only.
 	Origin *Origin
@@ -121,6 +119,14 @@ const (
 	resourceAnyField                = 2 // Resource.resource
 	resourceNameField               = 3 // Resource.name
 )
+
+// FixedCreateTime is the create_time of every resource: the Unix epoch, what istiod reads for
+// an unset one. A time that depends on when a process first saw a resource would differ
+// between two replicas, and after every restart, so their resources would not be byte-identical;
+// it would also move the order istiod gives configs that share a host (oldest first, then by
+// name) each time Galleon restarted. One fixed time never moves (a moving create_time forces
+// istiod into a full push, istio#30683), and ties are ordered by name.
+func FixedCreateTime() time.Time { return time.Unix(0, 0).UTC() }
 
 // newResource hashes and encodes obj. createTime is the time to record when
 // the resource is new; an existing resource passes its own.

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -94,20 +95,26 @@ func TestUnchangedContentMakesNoSnapshot(t *testing.T) {
 	}
 }
 
-func TestCreateTimeNeverMoves(t *testing.T) {
-	s, _ := newTestStore()
-	snap, _ := mustApply(t, s, true, se("ns/a", "a1", 1))
-	created := snap.Collection(ServiceEntry).Get("ns/a").CreateTime
+// TestCreateTimeIsFixed: every resource of every store has the same create_time, so two
+// replicas (and one process before and after a restart) serve byte-identical resources, and it
+// never moves.
+func TestCreateTimeIsFixed(t *testing.T) {
+	a, _ := newTestStore()
+	b, clk := newTestStore()
+	clk.now() // another clock reading: must not matter
+	mustApply(t, a, true, se("ns/a", "a1", 1))
 	for i := range 3 {
-		snap, _ = mustApply(t, s, true, se("ns/a", fmt.Sprintf("v%d", i), 1))
-		if got := snap.Collection(ServiceEntry).Get("ns/a").CreateTime; !got.Equal(created) {
-			t.Fatalf("update %d moved create time from %v to %v", i, created, got)
+		snapA, _ := mustApply(t, a, true, se("ns/a", fmt.Sprintf("v%d", i), 1))
+		if got := snapA.Collection(ServiceEntry).Get("ns/a").CreateTime; !got.Equal(FixedCreateTime()) {
+			t.Fatalf("update %d: create time %v, want %v", i, got, FixedCreateTime())
 		}
 	}
-	mustApply(t, s, true, del("ns/a"))
-	snap, _ = mustApply(t, s, true, se("ns/a", "again", 1))
-	if got := snap.Collection(ServiceEntry).Get("ns/a").CreateTime; !got.After(created) {
-		t.Fatalf("a re-created resource kept its old create time %v", got)
+	mustApply(t, a, true, del("ns/a"))
+	snapA, _ := mustApply(t, a, true, se("ns/a", "again", 1))
+	snapB, _ := mustApply(t, b, true, se("ns/a", "again", 1))
+	ra, rb := snapA.Collection(ServiceEntry).Get("ns/a"), snapB.Collection(ServiceEntry).Get("ns/a")
+	if !bytes.Equal(ra.MCP(), rb.MCP()) {
+		t.Fatalf("two stores encode the same resource differently:\n%x\n%x", ra.MCP(), rb.MCP())
 	}
 }
 
@@ -208,7 +215,7 @@ func TestEncoding(t *testing.T) {
 	}
 	md := res.GetMetadata()
 	if md.GetName() != "ns/a" || md.GetVersion() != r.Version || md.GetLabels()["app"] != "a" ||
-		!md.GetCreateTime().AsTime().Equal(clk.t.Add(-time.Second)) {
+		!md.GetCreateTime().AsTime().Equal(FixedCreateTime()) {
 		t.Fatalf("metadata = %v (create time %v, clock %v)", md, md.GetCreateTime().AsTime(), clk.t)
 	}
 	if res.GetBody().GetTypeUrl() != ServiceEntry.BodyTypeURL() || string(res.GetBody().GetValue()) != string(c.Object.Body) {
