@@ -1,8 +1,12 @@
 package eureka
 
 import (
+	"compress/gzip"
+	"context"
 	"errors"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -315,5 +319,58 @@ func TestRejectionsLoggedOnceAndBounded(t *testing.T) {
 	p.reject()
 	if len(p.told) != 0 {
 		t.Errorf("told %v after every rejection cleared", slices.Collect(maps.Keys(p.told)))
+	}
+}
+
+// TestFetchResults: fetch, the one function that reads a server's answer, on answers a server
+// should not give (an httptest server stands in for one): each fails with the result it is
+// counted under, and a gzipped listing is counted in wire and decoded bytes apart.
+func TestFetchResults(t *testing.T) {
+	listing := `{"applications":{"versions__delta":"1","apps__hashcode":"UP_1_","application":[{"name":"A","instance":[
+{"instanceId":"a-1","app":"A","ipAddr":"10.0.0.1","hostName":"a","status":"UP","port":{"$":80,"@enabled":"true"}}]}]}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case "/eureka/apps/delta": // gzipped when asked
+			w.Header().Set("Content-Type", "application/json")
+			if strings.Contains(req.Header.Get("Accept-Encoding"), "gzip") {
+				w.Header().Set("Content-Encoding", "gzip")
+				zw := gzip.NewWriter(w)
+				_, _ = zw.Write([]byte(listing))
+				_ = zw.Close()
+				return
+			}
+			_, _ = w.Write([]byte(listing))
+		case "/bad/apps":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"applications": {"application": [`))
+		case "/big/apps":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"applications":{"application":[` + strings.Repeat(" ", 4<<10) + `]}}`))
+		default:
+			http.Error(w, "no such thing", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	r := newTestRegistry(t, Config{URLs: []string{srv.URL + "/eureka"}, MaxBody: 2 << 10})
+	hc := newHTTPClient(&r.cfg)
+	defer hc.CloseIdleConnections()
+	ctx := context.Background()
+	f, err := r.fetch(ctx, hc, &server{base: srv.URL + "/eureka", name: "s"}, kindDelta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.apps.Apps) != 1 || f.body != int64(len(listing)) || f.wire >= f.body {
+		t.Errorf("gzipped delta: %d apps, %d bytes decoded (want %d), %d on the wire (want fewer)", len(f.apps.Apps), f.body, len(listing), f.wire)
+	}
+	for _, tc := range []struct{ base, result, says string }{
+		{srv.URL + "/bad", resultMalformed, "GET s/apps"},
+		{srv.URL + "/big", resultMalformed, "too large"},
+		{srv.URL + "/none", resultStatus, "404 Not Found: no such thing"},
+		{"http://127.0.0.1:1/eureka", resultUnreachable, "connection refused"},
+	} {
+		_, err := r.fetch(ctx, hc, &server{base: tc.base, name: "s"}, kindFull)
+		if err == nil || resultOf(err) != tc.result || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v (result %s), want result %s saying %q", tc.base, err, resultOf(err), tc.result, tc.says)
+		}
 	}
 }
