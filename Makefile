@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet lint e2e istiod consul eureka zookeeper proto deps fuzz fuzz-short
+.PHONY: help build test unit vet lint e2e istiod consul eureka zookeeper proto deps fuzz fuzz-short images images-test
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -53,7 +53,13 @@ fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input 
 fuzz-short: deps ## a short pass of every fuzz target (3,000 inputs each), part of make test
 	FUZZTIME=3000x GO=$(GO) scripts/fuzz.sh
 
-test: vet lint unit fuzz-short e2e ## every test: static analysis, unit, protocol, fuzz (short), conformance and end-to-end
+images: ## one OCI image per adapter without a container engine: an OCI layout and a docker archive each, in $(scripts/cache-dir.sh dir)/images or IMAGES_DIR (scripts/images.sh; deploy/README.md says how to push or load them)
+	scripts/images.sh $(IMAGES_DIR)
+
+images-test: deps ## write the adapters' images and check them: user 65532, entrypoint, no shell, CA bundle, labels, size, same digest twice, the chart's default names, the binary runs from the image's files (part of make test)
+	scripts/images.sh test
+
+test: vet lint unit fuzz-short images-test e2e ## every test: static analysis, unit, protocol, fuzz (short), the images, conformance and end-to-end
 
 .PHONY: fresh-machine
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each

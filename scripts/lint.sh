@@ -3,7 +3,8 @@
 #   - staticcheck, at the version scripts/tools/lint/go.mod pins, built there with `go build` from
 #     its committed go.sum (only .mod and .zip files are fetched) and cached outside the repository
 #     as $(scripts/cache-dir.sh bin)/staticcheck-<version>; run on the main module, test/ and
-#     test/legacymcp, and docs/example-adapter (a partner's module).
+#     test/legacymcp, docs/example-adapter (a partner's module) and scripts/tools/images (the image
+#     writer and its test; its modules are fetched first by scripts/images.sh deps).
 # Not here: a `go mod tidy -diff` check. Tidy needs the go.mod of the test dependencies of every
 # dependency, which the module cache `make deps` fills does not hold; fetching them would add
 # minutes and many proxy requests to every CI run. A go.mod that a build needs changed already
@@ -24,6 +25,7 @@ export GOWORK=off
 
 MODULES=(. test test/legacymcp)
 [[ -f "$REPO_DIR/docs/example-adapter/go.mod" ]] && MODULES+=(docs/example-adapter)
+[[ -f "$REPO_DIR/scripts/tools/images/go.mod" ]] && MODULES+=(scripts/tools/images)
 
 build_staticcheck() {
 	local out=$1 log
@@ -58,6 +60,11 @@ path)
 esac
 
 sc=$(staticcheck_bin)
+# make deps does not cover the image writer's module: fetch it under the stall watchdog, not from
+# inside staticcheck.
+if [[ " ${MODULES[*]} " == *" scripts/tools/images "* ]]; then
+	"$SCRIPT_DIR/images.sh" deps
+fi
 failed=0
 for m in "${MODULES[@]}"; do
 	echo "lint.sh: staticcheck ./... in $m" >&2
