@@ -1,13 +1,13 @@
 package consul
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registry"
+	rejections "github.com/galleon-mesh/galleon/internal/rejection"
 )
 
 // rejectReason is the reason label of galleon_consul_records_rejected_total:
@@ -22,21 +22,13 @@ const (
 	reasonOther   rejectReason = "other"
 )
 
-// malformedError is why a record is rejected: the error an operator reads
-// (its text is err's) and the reason it is counted under. The mapping says
-// the reason where it finds the fault, so that the label does not depend
-// on the wording of the message, nor on the names it quotes.
-type malformedError struct {
-	reason rejectReason
-	err    error
-}
-
-func (e *malformedError) Error() string { return e.err.Error() }
-func (e *malformedError) Unwrap() error { return e.err }
-
-// malformed returns err marked with the reason it rejects a record for.
+// malformed returns err marked with the reason it rejects a record for
+// (rejection.Error, shared by the adapters and read by the core's
+// galleon_registry_records_rejected_total{reason}). The mapping says the
+// reason where it finds the fault, so that the label does not depend on the
+// wording of the message, nor on the names it quotes.
 func malformed(reason rejectReason, err error) error {
-	return &malformedError{reason: reason, err: err}
+	return rejections.With(string(reason), err)
 }
 
 // malformedf is malformed(reason, fmt.Errorf(format, args...)).
@@ -46,10 +38,7 @@ func malformedf(reason rejectReason, format string, args ...any) error {
 
 // reasonOf returns the reason a rejection's error carries, other if none.
 func reasonOf(err error) rejectReason {
-	if me, ok := errors.AsType[*malformedError](err); ok {
-		return me.reason
-	}
-	return reasonOther
+	return rejectReason(rejections.Of(err, string(reasonOther)))
 }
 
 // errNameTaken rejects a Consul service whose name sanitises to the key of

@@ -329,6 +329,9 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, listenerTLS *tlsfiles.Server, log *slog.Logger, metrics *prometheus.Registry) error {
 
 	store := snapshot.NewStore()
+	// Change -> every sink ACKed: the pipeline says when each snapshot's
+	// changes were reported, the servers what each stream has answered.
+	changeAcks := grpcwire.NewChangeAcks(metrics, append(xds.Protocols(), mcp.Protocol))
 	mode := convert.ModeServiceEntry
 	if o.output == "workloadentry" {
 		mode = convert.ModeWorkloadEntry
@@ -340,6 +343,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 		MaxDelay:   o.maxDelay,
 		Logger:     log,
 		Registerer: metrics,
+		Applied:    changeAcks.Changed,
 	})
 
 	grpcLis, err := net.Listen("tcp", o.listen)
@@ -367,9 +371,9 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(listenerTLS.Config())))
 	}
 	g := grpc.NewServer(grpcOpts...)
-	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
+	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks})
 	xdsSrv.Register(g)
-	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout})
+	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

@@ -209,8 +209,21 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	if status.RejectedCount != 1 || len(status.Rejected) != 1 || status.Rejected[0].Record != "bad.yaml:3" || status.Degraded["dc2"] != "connection refused" {
 		t.Fatalf("/debug/status: rejected %+v (%d), degraded %v; want bad.yaml:3 and dc2", status.Rejected, status.RejectedCount, status.Degraded)
 	}
-	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "galleon_services 1") {
-		t.Fatalf("/metrics lacks galleon_services 1: %d", code)
+	code, body = get("/metrics")
+	for _, want := range []string{
+		"galleon_services 1",
+		`galleon_registry_records_rejected_total{reason="other"} 1`, // the adapter gave no reason
+		"galleon_registry_malformed_records 1",
+		`galleon_registry_last_sync_timestamp_seconds{registry="test"} `,
+		// Wired, and present from the start for every protocol.
+		`galleon_change_ack_timeouts_total{protocol="sotw"} 0`,
+		`galleon_change_ack_timeouts_total{protocol="delta"} 0`,
+		`galleon_change_ack_timeouts_total{protocol="mcp"} 0`,
+		`galleon_xds_streams{protocol="delta"} 0`,
+	} {
+		if code != 200 || !strings.Contains(body, want) {
+			t.Errorf("/metrics (%d) lacks %q", code, want)
+		}
 	}
 	// Profiles are off unless asked for (--debug-pprof).
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap"} {
@@ -369,6 +382,34 @@ func TestAdapterFlagClashIsASettingsError(t *testing.T) {
 	for _, want := range []string{"listen", "http", "config", "subsets", "mcp-callout", "send-timeout"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("DaemonFlags() = %v lacks %q", names, want)
+		}
+	}
+}
+
+// TestDefaultPortsAreTheChartsAndManifests: --listen and --http default to
+// the ports the Helm chart and the manifests expose, probe and scrape
+// (ports.grpc, ports.http; the prometheus.io/port annotation), on every
+// interface: the kubelet and Prometheus reach the pod by its IP.
+func TestDefaultPortsAreTheChartsAndManifests(t *testing.T) {
+	values, err := os.ReadFile(filepath.Join("..", "..", "deploy", "helm", "galleon", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  grpc: " + strings.TrimPrefix(DefaultListen, ":") + " ", "  http: " + strings.TrimPrefix(DefaultHTTP, ":") + " "} {
+		if !strings.Contains(string(values), "\n"+want) {
+			t.Errorf("deploy/helm/galleon/values.yaml has no %q under ports", strings.TrimSpace(want))
+		}
+	}
+	if DefaultListen != ":16010" || DefaultHTTP != ":16014" {
+		t.Errorf("defaults %s and %s: every interface, ports 16010 and 16014 expected", DefaultListen, DefaultHTTP)
+	}
+	deployment, err := os.ReadFile(filepath.Join("..", "..", "deploy", "kubernetes", "standalone", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--http=" + DefaultHTTP, `prometheus.io/port: "` + strings.TrimPrefix(DefaultHTTP, ":") + `"`} {
+		if !strings.Contains(string(deployment), want) {
+			t.Errorf("deploy/kubernetes/standalone/deployment.yaml lacks %q", want)
 		}
 	}
 }

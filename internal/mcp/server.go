@@ -63,7 +63,14 @@ type Options struct {
 	// before its stream is closed (ResourceExhausted); default
 	// grpcwire.DefaultSendTimeout.
 	SendTimeout time.Duration
+	// ChangeAcks, when set, is told each stream's progress (the callout's
+	// too), for the change -> every sink ACKed latency.
+	ChangeAcks *grpcwire.ChangeAcks
 }
+
+// Protocol is the protocol label of legacy MCP streams in
+// galleon_change_acked_seconds.
+const Protocol = "mcp"
 
 // Server implements istio.mcp.v1alpha1.ResourceSource (and the callout to a
 // ResourceSink): each stream is served the source its router picks for the
@@ -84,6 +91,8 @@ type Server struct {
 	sendTimeout time.Duration
 	// logBudget bounds the log lines sinks cause, all streams together.
 	logBudget *grpcwire.LogLimiter
+	// changeAcks, when set, learns what each stream has answered.
+	changeAcks *grpcwire.ChangeAcks
 }
 
 // NewServer returns a server that serves each stream the source router
@@ -100,7 +109,7 @@ func NewServer(router snapshot.Router, opts Options) *Server {
 	}
 	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
 		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout,
-		logBudget: grpcwire.NewServerLogLimiter()}
+		logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks}
 }
 
 // Drain ends every stream sinks opened, now and later, with status
@@ -117,6 +126,7 @@ func (s *Server) Register(g *grpc.Server) {
 
 type metrics struct {
 	streams       prometheus.Gauge
+	subscribed    *prometheus.GaugeVec
 	responses     *prometheus.CounterVec
 	responseBytes *prometheus.CounterVec
 	acks          *prometheus.CounterVec
@@ -136,6 +146,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_mcp_streams", Help: "Connected legacy MCP (ResourceSource) streams.",
 		}),
+		subscribed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_mcp_subscribed_streams", Help: "Legacy MCP streams (the callout's included) subscribed to each collection (collections this server holds nothing of count together as \"other\"; a stream counts once per collection).",
+		}, []string{"collection"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_mcp_responses_total", Help: "Legacy MCP responses sent, by collection and mode (full or incremental).",
 		}, []string{"collection", "mode"}),
@@ -170,7 +183,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.oversize,
+		reg.MustRegister(m.streams, m.subscribed, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.oversize,
 			m.calloutConnected, m.calloutReconnects, m.logSuppressed)
 	}
 	return m
@@ -242,21 +255,36 @@ func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_Estab
 // serve returns only once its receiving goroutine has ended.
 func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *streamState,
 	recv func() (*mcpv1alpha1.RequestResources, error)) error {
+	defer st.releaseCollections(s.metrics)
 	onRequest := func(req *mcpv1alpha1.RequestResources) error { return s.request(st, req) }
-	push := func(snap *snapshot.Snapshot) error {
-		for _, w := range st.order {
-			if err := s.push(st, w, snap); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
 	var first *mcpv1alpha1.RequestResources
 	first, recv = grpcwire.Peek(recv)
 	client := ClientOf(first.GetSinkNode())
 	name, source := s.router.Route(client)
 	if name != "" {
 		s.log.Info("mcp stream routed", "sink", grpcwire.ClientText(client.ID, maxLoggedSink), "subset", name)
+	}
+	acks := s.changeAcks.Stream(Protocol, source)
+	defer acks.Close()
+	push := func(snap *snapshot.Snapshot) error {
+		// upTo: the stream has answered everything of its source up to
+		// this snapshot sequence (for ChangeAcks).
+		upTo := snap.Seq
+		for _, w := range st.order {
+			wasPending := w.pending
+			if err := s.push(st, w, snap); err != nil {
+				return err
+			}
+			switch {
+			case !w.pending:
+				w.upTo = snap.Seq // nothing outstanding, nothing to send
+			case !wasPending:
+				w.sentFrom = snap.Seq // a response built from snap went out
+			}
+			upTo = min(upTo, w.upTo)
+		}
+		acks.Update(upTo)
+		return nil
 	}
 	if cancel == nil {
 		return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
@@ -285,6 +313,9 @@ type streamState struct {
 	// resumed counts the names the sink gave in initial_resource_versions,
 	// every collection together, for grpcwire.MaxNamesPerStream.
 	resumed int
+	// collections are the labels the stream counts under in
+	// galleon_mcp_subscribed_streams.
+	collections map[string]struct{}
 	// logBudget bounds the log lines this sink can cause with NACKs.
 	logBudget *grpcwire.LogLimiter
 }
@@ -309,6 +340,30 @@ type watch struct {
 	sentAt  time.Time
 	pending bool // the last response is not acknowledged yet
 	resend  bool // the sink subscribed again (empty nonce): send the full state
+
+	// For ChangeAcks: the sink has answered everything of its source up to
+	// snapshot upTo; the outstanding response was built from sentFrom.
+	upTo, sentFrom uint64
+}
+
+// subscribed counts the stream under collection's label, once.
+func (st *streamState) subscribed(m *metrics, collection string) {
+	l := collectionLabel(collection)
+	if _, ok := st.collections[l]; ok {
+		return
+	}
+	if st.collections == nil {
+		st.collections = map[string]struct{}{}
+	}
+	st.collections[l] = struct{}{}
+	m.subscribed.WithLabelValues(l).Inc()
+}
+
+// releaseCollections takes the stream off galleon_mcp_subscribed_streams.
+func (st *streamState) releaseCollections(m *metrics) {
+	for l := range st.collections {
+		m.subscribed.WithLabelValues(l).Dec()
+	}
 }
 
 // request applies one request to the stream's watches. The error closes the
@@ -338,6 +393,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		}
 		st.watches[req.Collection] = w
 		st.order = append(st.order, w)
+		st.subscribed(s.metrics, req.Collection)
 		s.log.Debug("mcp subscribe", "collection", req.Collection, "sink", st.sink,
 			"incremental", req.Incremental, "resume", len(req.InitialResourceVersions))
 		return nil
@@ -359,6 +415,8 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		s.metrics.badRequests.WithLabelValues("stale_nonce").Inc()
 	case req.ErrorDetail != nil:
 		w.pending = false
+		// An answer all the same, for ChangeAcks (NACKs have their counter).
+		w.upTo = max(w.upTo, w.sentFrom)
 		// The sink keeps what it had; the rejected state (w.sentVer) is not
 		// sent again. What an incremental sink holds is no longer known, so
 		// the next, newer state goes out in full.
@@ -377,6 +435,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		}
 	default:
 		w.pending = false
+		w.upTo = max(w.upTo, w.sentFrom)
 		st.acks++
 		s.metrics.acks.WithLabelValues(collectionLabel(w.collection), "ack").Inc()
 		s.metrics.ackLatency.Observe(time.Since(w.sentAt).Seconds())

@@ -27,6 +27,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 )
 
@@ -45,6 +46,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the pipeline's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// Applied, when set, is called after each flush that published a new,
+	// ready snapshot, with its sequence and when the oldest report it holds
+	// came in: what the change -> every sink ACKed latency is measured
+	// from (grpcwire.ChangeAcks.Changed).
+	Applied func(seq uint64, reported time.Time)
 }
 
 // DefaultQuiet and DefaultMaxDelay are the coalescing defaults.
@@ -63,10 +69,12 @@ type Pipeline struct {
 
 	// rejectedMu guards rejected: the records that are malformed now
 	// (record -> message), as the adapter reported and cleared them, at
-	// most MaxListedRejections; rejectedOver counts those beyond.
+	// most MaxListedRejections; rejectedOver counts those beyond. reasons
+	// are the reason labels counted so far (at most maxReasons).
 	rejectedMu   sync.Mutex
 	rejected     map[string]string
 	rejectedOver int
+	reasons      map[string]struct{}
 	// degradedMu guards degraded: the parts of the registry down now
 	// (part -> error).
 	degradedMu sync.Mutex
@@ -79,6 +87,11 @@ type Pipeline struct {
 	firstReport time.Time
 	lastReport  time.Time
 	unreachable error
+	// unreachableSince is when unreachable last went from nil to an error.
+	unreachableSince time.Time
+	// started is when the pipeline was made: the registry's state is
+	// "known current" as of then until its first listing.
+	started time.Time
 
 	// Owned by the Run goroutine.
 	served map[model.ServiceKey]*servedService
@@ -127,16 +140,37 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{
+	p := &Pipeline{
 		cfg:     cfg,
 		store:   store,
 		log:     log,
-		metrics: newMetrics(cfg.Registerer),
 		wake:    make(chan struct{}, 1),
 		pending: map[model.ServiceKey]*model.Service{},
 		served:  map[model.ServiceKey]*servedService{},
 		owners:  map[resourceKey]model.ServiceKey{},
+		started: time.Now(),
 	}
+	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
+	return p
+}
+
+// lastKnownCurrent is when the state served was last known to match the
+// registry, as the adapter reports it: now while the registry is reachable
+// and has been listed; the moment it was reported unreachable while it is;
+// the pipeline's start until the first listing is served.
+func (p *Pipeline) lastKnownCurrent() time.Time {
+	p.statusMu.Lock()
+	synced := p.status.Synced
+	p.statusMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case !synced:
+		return p.started
+	case p.unreachable != nil:
+		return p.unreachableSince
+	}
+	return time.Now()
 }
 
 // Status returns the pipeline's current state.
@@ -194,7 +228,7 @@ func (p *Pipeline) Rejected(record string, err error) {
 		}
 		return
 	}
-	p.metrics.recordsRejected.Inc()
+	p.metrics.recordsRejected.WithLabelValues(p.reasonLabel(err)).Inc()
 	p.log.Warn("registry record skipped", "record", record, "error", err)
 	if _, ok := p.rejected[record]; !ok {
 		if len(p.rejected) >= MaxListedRejections {
@@ -204,6 +238,43 @@ func (p *Pipeline) Rejected(record string, err error) {
 		p.metrics.recordsRejectedNow.Inc()
 	}
 	p.rejected[record] = err.Error()
+}
+
+// maxReasons bounds the reason labels of galleon_registry_records_rejected_total.
+// The adapters of this repository give a handful each (rejection.With);
+// anything beyond, or not a short snake_case word, counts as "other".
+const maxReasons = 32
+
+// reasonLabel is the reason label err is counted under; p.rejectedMu is
+// held.
+func (p *Pipeline) reasonLabel(err error) string {
+	reason := rejection.Of(err, reasonOther)
+	if _, ok := p.reasons[reason]; ok || reason == reasonOther {
+		return reason
+	}
+	if !validReason(reason) || len(p.reasons) >= maxReasons {
+		return reasonOther
+	}
+	if p.reasons == nil {
+		p.reasons = map[string]struct{}{}
+	}
+	p.reasons[reason] = struct{}{}
+	return reason
+}
+
+// reasonOther is the reason of a rejection whose adapter gave none.
+const reasonOther = "other"
+
+func validReason(r string) bool {
+	if r == "" || len(r) > 32 {
+		return false
+	}
+	for _, c := range r {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // MaxListedRejections bounds the rejections the pipeline keeps to list in
@@ -236,6 +307,9 @@ func (p *Pipeline) Unreachable(err error) {
 	p.mu.Lock()
 	was := p.unreachable
 	p.unreachable = err
+	if err != nil && was == nil {
+		p.unreachableSince = time.Now()
+	}
 	p.mu.Unlock()
 	switch {
 	case err != nil && was == nil:
@@ -353,6 +427,7 @@ func (p *Pipeline) flush() {
 	p.mu.Lock()
 	replace, replaced, pending := p.replace, p.replaced, p.pending
 	p.replace, p.replaced, p.pending = nil, false, map[model.ServiceKey]*model.Service{}
+	reported := p.firstReport
 	p.firstReport, p.lastReport = time.Time{}, time.Time{}
 	p.mu.Unlock()
 
@@ -375,12 +450,16 @@ func (p *Pipeline) flush() {
 		changes = p.serviceChanges(key, svc, changes)
 	}
 	ready := p.synced || replaced
+	before := p.store.Current().Seq
 	snap, diffs, err := p.store.Apply(changes, ready)
 	if err != nil {
 		// A bug, not bad input: the store refuses the whole batch and keeps
 		// serving what it had.
 		p.log.Error("snapshot not applied", "error", err)
 		return
+	}
+	if snap.Seq != before && snap.Ready && p.cfg.Applied != nil {
+		p.cfg.Applied(snap.Seq, reported)
 	}
 	if replaced && !p.synced {
 		p.synced = true
@@ -565,7 +644,7 @@ func containsKey(list []resourceKey, k resourceKey) bool {
 }
 
 type metrics struct {
-	recordsRejected prometheus.Counter
+	recordsRejected *prometheus.CounterVec
 	// recordsRejectedNow is how many records are malformed now (rejected
 	// and not cleared).
 	recordsRejectedNow prometheus.Gauge
@@ -577,14 +656,18 @@ type metrics struct {
 	flushSeconds       prometheus.Histogram
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the pipeline's metrics; lastKnownCurrent feeds
+// galleon_registry_last_sync_timestamp_seconds, labelled with registry.
+func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent func() time.Time) *metrics {
 	m := &metrics{
-		recordsRejected: prometheus.NewCounter(prometheus.CounterOpts{
+		recordsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_registry_records_rejected_total",
-			Help: "Registry records skipped because they are malformed (see the log line naming each).",
-		}),
+			Help: "Registry records skipped because they are malformed (see the log line naming each), by the reason the adapter gives (\"other\" when it gives none).",
+		}, []string{"reason"}),
+		// Not galleon_registry_records_rejected: in OpenMetrics that is
+		// the family name of the counter above.
 		recordsRejectedNow: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "galleon_registry_records_rejected",
+			Name: "galleon_registry_malformed_records",
 			Help: "Registry records malformed now: rejected, and not yet fixed or removed (listed in /debug/status; at most 1000 are tracked).",
 		}),
 		degradedParts: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -612,8 +695,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0001, .0005, .001, .005, .01, .05, .1, .5, 1, 5},
 		}),
 	}
+	m.recordsRejected.WithLabelValues(reasonOther) // 0, not absent, until the first rejection
+	lastSync := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "galleon_registry_last_sync_timestamp_seconds",
+		Help:        "When the state served was last known to match the registry (Unix time): now while it is reachable and listed, the moment it was reported unreachable while it is not, the process start until the first listing. Alert on time() minus this.",
+		ConstLabels: prometheus.Labels{"registry": registry},
+	}, func() float64 { return float64(lastKnownCurrent().UnixNano()) / 1e9 })
 	if reg != nil {
-		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds)
+		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync)
 	}
 	return m
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/syncbuf"
 )
@@ -321,7 +322,7 @@ func TestRejectionsAreListedAndCleared(t *testing.T) {
 		t.Fatalf("rejections %v (total %d), want a.yaml:1 with its newest message and b.yaml:3", list, total)
 	}
 	if got := gauge(t, p.metrics.recordsRejectedNow); got != 2 {
-		t.Fatalf("galleon_registry_records_rejected = %v, want 2", got)
+		t.Fatalf("galleon_registry_malformed_records = %v, want 2", got)
 	}
 	p.Rejected("a.yaml:1", nil)
 	p.Rejected("never.yaml:1", nil) // not rejected: nothing to clear
@@ -329,7 +330,7 @@ func TestRejectionsAreListedAndCleared(t *testing.T) {
 		t.Fatalf("after clearing a.yaml:1: %v (total %d)", list, total)
 	}
 	if got := gauge(t, p.metrics.recordsRejectedNow); got != 1 {
-		t.Fatalf("galleon_registry_records_rejected = %v after a clear, want 1", got)
+		t.Fatalf("galleon_registry_malformed_records = %v after a clear, want 1", got)
 	}
 	if !strings.Contains(logs.String(), `msg="registry record fixed" record=a.yaml:1`) {
 		t.Errorf("no log line for the fixed record:\n%s", logs.String())
@@ -341,7 +342,7 @@ func TestRejectionsAreListedAndCleared(t *testing.T) {
 		t.Fatalf("%d listed, total %d; want 5 and %d", len(list), total, MaxListedRejections+11)
 	}
 	if got := gauge(t, p.metrics.recordsRejectedNow); got != MaxListedRejections {
-		t.Fatalf("galleon_registry_records_rejected = %v, want the %d kept", got, MaxListedRejections)
+		t.Fatalf("galleon_registry_malformed_records = %v, want the %d kept", got, MaxListedRejections)
 	}
 }
 
@@ -384,5 +385,133 @@ func TestDegradedPartsAreListed(t *testing.T) {
 	}
 	if got := len(p.DegradedParts()); got != MaxDegradedParts {
 		t.Fatalf("%d parts kept, want the bound %d", got, MaxDegradedParts)
+	}
+}
+
+// TestRejectionReasonsAreBounded: galleon_registry_records_rejected_total
+// counts by the reason the adapter gave (rejection.With), "other" without
+// one, and a reason that is not a short snake_case word, or one past the
+// bound, as "other" too.
+func TestRejectionReasonsAreBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, _ := run(t, Config{Registerer: reg})
+	if got := counterVec(t, reg, "galleon_registry_records_rejected_total"); len(got) != 1 || got["other"] != 0 {
+		t.Fatalf("before any rejection: %v, want other=0 present", got)
+	}
+	p.Rejected("a", rejection.With("port", fmt.Errorf("port 0")))
+	p.Rejected("b", fmt.Errorf("wrapped: %w", rejection.With("port", fmt.Errorf("port 70000"))))
+	p.Rejected("c", fmt.Errorf("no reason"))
+	p.Rejected("d", rejection.With("Not A Reason", fmt.Errorf("x")))
+	for i := range maxReasons + 5 {
+		p.Rejected(fmt.Sprintf("r%d", i), rejection.With(fmt.Sprintf("reason_%d", i), fmt.Errorf("x")))
+	}
+	got := counterVec(t, reg, "galleon_registry_records_rejected_total")
+	if got["port"] != 2 || got["other"] != 2+6 || len(got) != maxReasons+1 {
+		t.Fatalf("by reason: %v; want port=2, other=8 (none, malformed, 6 past the bound) and %d labels", got, maxReasons+1)
+	}
+}
+
+func counterVec(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// TestAppliedSaysWhenTheChangeWasReported: the hook of the change -> ACK
+// latency gets each new ready snapshot with the time of the oldest report
+// it holds, and nothing for a flush that changed nothing.
+func TestAppliedSaysWhenTheChangeWasReported(t *testing.T) {
+	type applied struct {
+		seq      uint64
+		reported time.Time
+	}
+	got := make(chan applied, 8)
+	p, store := run(t, Config{Quiet: 50 * time.Millisecond, Applied: func(seq uint64, reported time.Time) {
+		got <- applied{seq, reported}
+	}})
+	before := time.Now()
+	p.Update(service("early", "10.0.0.1")) // before the first listing: not ready, not told
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	first := <-got
+	if snap := store.Current(); first.seq != snap.Seq || !snap.Ready {
+		t.Fatalf("told seq %d, store at %d (ready %v)", first.seq, snap.Seq, snap.Ready)
+	}
+	if first.reported.Before(before) || time.Since(first.reported) < 50*time.Millisecond {
+		t.Fatalf("reported %v: want the first report of the batch, at least the quiet period ago", first.reported)
+	}
+	p.Update(service("a", "10.0.0.1")) // unchanged: no new snapshot
+	p.Update(service("b", "10.0.0.2"))
+	second := <-got
+	if second.seq != first.seq+1 {
+		t.Fatalf("second snapshot told as seq %d after %d", second.seq, first.seq)
+	}
+	p.Update(service("b", "10.0.0.2"))
+	select {
+	case a := <-got:
+		t.Fatalf("told %+v for a flush that changed nothing", a)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestLastSyncTimestamp: the registry's state is known current now while
+// it is reachable and listed, as of the moment it became unreachable while
+// it is not, and as of the start until the first listing.
+func TestLastSyncTimestamp(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, store := run(t, Config{Registry: "acme", Registerer: reg})
+	lastSync := func() float64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "galleon_registry_last_sync_timestamp_seconds" {
+				m := f.GetMetric()[0]
+				if l := m.GetLabel(); len(l) != 1 || l[0].GetName() != "registry" || l[0].GetValue() != "acme" {
+					t.Fatalf("labels %v, want registry=acme", l)
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		t.Fatal("galleon_registry_last_sync_timestamp_seconds not registered")
+		return 0
+	}
+	unix := func(tm time.Time) float64 { return float64(tm.UnixNano()) / 1e9 }
+	started := lastSync()
+	time.Sleep(20 * time.Millisecond)
+	if got := lastSync(); got != started || got > unix(time.Now().Add(-20*time.Millisecond)) {
+		t.Fatalf("before the first listing: %v then %v, want the start both times", started, got)
+	}
+	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	waitSeq(t, store, 0)
+	for !p.Status().Synced {
+		time.Sleep(time.Millisecond)
+	}
+	if got := lastSync(); got < unix(time.Now().Add(-time.Second)) {
+		t.Fatalf("listed and reachable: %v, want now", got)
+	}
+	down := time.Now()
+	p.Unreachable(fmt.Errorf("connection refused"))
+	time.Sleep(300 * time.Millisecond)
+	p.Unreachable(fmt.Errorf("still refused"))
+	if got := lastSync(); got < unix(down) || got > unix(down.Add(150*time.Millisecond)) {
+		t.Fatalf("unreachable: %v, want the moment it went (%v)", got, unix(down))
+	}
+	p.Unreachable(nil)
+	if got := lastSync(); got < unix(time.Now().Add(-time.Second)) {
+		t.Fatalf("reachable again: %v, want now", got)
 	}
 }

@@ -32,10 +32,11 @@ type deltaWatch struct {
 	// initial_resource_versions, for the per-stream bound on names.
 	resumed int
 
-	sent    bool
-	nonce   string
-	pending bool
-	sentAt  time.Time
+	sent     bool
+	nonce    string
+	pending  bool
+	sentAt   time.Time
+	progress watchProgress
 }
 
 // DeltaAggregatedResources serves one incremental ADS stream.
@@ -46,21 +47,28 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
+	types := streamTypes{m: s.metrics, protocol: protocolDelta}
+	defer types.release()
 	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
 		func(req *discovery.DeltaDiscoveryRequest) error {
 			w, err := s.deltaRequest(watches, budget, req)
 			if w != nil {
 				order = append(order, w)
+				types.add(w.typeURL)
 			}
 			return err
 		},
-		func(snap *snapshot.Snapshot) error {
+		func(snap *snapshot.Snapshot) (uint64, error) {
+			upTo := snap.Seq
 			for _, w := range order {
+				wasPending := w.pending
 				if err := s.deltaPush(sender.Send, w, snap, &nonces); err != nil {
-					return err
+					return 0, err
 				}
+				w.progress.pushed(snap, wasPending, w.pending)
+				upTo = min(upTo, w.progress.upTo)
 			}
-			return nil
+			return upTo, nil
 		})
 }
 
@@ -136,6 +144,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 		return nil, nil
 	}
 	w.pending = false
+	w.progress.answered()
 	result := "ack"
 	if req.ErrorDetail != nil {
 		// The client keeps what it had for the rejected resources. We keep

@@ -31,6 +31,8 @@ type Server struct {
 	sendTimeout time.Duration
 	// logBudget bounds the log lines clients cause, all streams together.
 	logBudget *grpcwire.LogLimiter
+	// changeAcks, when set, learns what each stream has answered.
+	changeAcks *grpcwire.ChangeAcks
 }
 
 // Options configures a Server.
@@ -42,7 +44,14 @@ type Options struct {
 	// before its stream is closed (ResourceExhausted); default
 	// grpcwire.DefaultSendTimeout.
 	SendTimeout time.Duration
+	// ChangeAcks, when set, is told each stream's progress, for the change
+	// -> every sink ACKed latency (galleon_change_acked_seconds).
+	ChangeAcks *grpcwire.ChangeAcks
 }
+
+// Protocols returns the values of the protocol label of the server's
+// metrics.
+func Protocols() []string { return []string{protocolSotW, protocolDelta} }
 
 // NewServer returns a server that serves each stream the source router
 // picks by the node of the stream's first request (ClientOf). A server with
@@ -53,7 +62,7 @@ func NewServer(router snapshot.Router, opts Options) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
-		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter()}
+		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks}
 }
 
 // Drain ends every stream, now and later, with status Unavailable, so that
@@ -86,6 +95,7 @@ func GRPCServerOptions() []grpc.ServerOption {
 // Metrics are the server's Prometheus metrics.
 type Metrics struct {
 	streams       *prometheus.GaugeVec
+	subscribed    *prometheus.GaugeVec
 	responses     *prometheus.CounterVec
 	responseBytes *prometheus.CounterVec
 	acks          *prometheus.CounterVec
@@ -101,6 +111,9 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 		streams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "galleon_xds_streams", Help: "Connected xDS streams.",
 		}, []string{"protocol"}),
+		subscribed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "galleon_xds_subscribed_streams", Help: "Connected xDS streams subscribed to each type URL (types this server holds nothing of count together as \"other\"; a stream counts once per type).",
+		}, []string{"protocol", "type"}),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_xds_responses_total", Help: "xDS responses sent, by protocol and type URL (types this server holds nothing of count as \"other\").",
 		}, []string{"protocol", "type"}),
@@ -125,8 +138,11 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "galleon_xds_log_lines_suppressed_total", Help: "Log lines a client caused (NACKs) that were left out because the stream exceeded its log budget (5, then one per 30 s).",
 		}, []string{"protocol"}),
 	}
+	for _, p := range Protocols() {
+		m.streams.WithLabelValues(p) // 0, not absent, before the first stream
+	}
 	if reg != nil {
-		reg.MustRegister(m.streams, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.logSuppressed)
+		reg.MustRegister(m.streams, m.subscribed, m.responses, m.responseBytes, m.acks, m.pushLatency, m.ackLatency, m.badRequests, m.logSuppressed)
 	}
 	return m
 }
@@ -181,8 +197,10 @@ const maxLoggedNode = 256
 
 // serveStream runs one ADS stream on the shared loop, counting it. The
 // stream is served the source the router picks for its first request's node.
+// push sends what the client lacks of a snapshot and returns the sequence
+// up to which the stream has answered everything (see watchProgress).
 func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.Context, protocol string, recv func() (Req, error),
-	onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
+	onRequest func(Req) error, push func(*snapshot.Snapshot) (uint64, error)) error {
 	s.metrics.streams.WithLabelValues(protocol).Inc()
 	defer s.metrics.streams.WithLabelValues(protocol).Dec()
 	ctx, stop := s.drainer.Context(ctx)
@@ -194,7 +212,63 @@ func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.C
 	if name != "" {
 		s.log.Info("xds stream routed", "protocol", protocol, "node", grpcwire.ClientText(client.ID, maxLoggedNode), "subset", name)
 	}
-	return grpcwire.ServeStream(ctx, source, recv, onRequest, push)
+	acks := s.changeAcks.Stream(protocol, source)
+	defer acks.Close()
+	return grpcwire.ServeStream(ctx, source, recv, onRequest, func(snap *snapshot.Snapshot) error {
+		upTo, err := push(snap)
+		if err == nil {
+			acks.Update(upTo)
+		}
+		return err
+	})
+}
+
+// watchProgress is what one watch has answered, for ChangeAcks: the
+// client holds everything of its source up to snapshot upTo, and the
+// response outstanding, if any, was built from snapshot sentFrom.
+type watchProgress struct {
+	upTo, sentFrom uint64
+}
+
+// pushed records a push of snap to a watch, pending before and after it.
+func (p *watchProgress) pushed(snap *snapshot.Snapshot, wasPending, pending bool) {
+	switch {
+	case !pending:
+		p.upTo = snap.Seq // nothing outstanding, nothing to send: it has all of snap
+	case !wasPending:
+		p.sentFrom = snap.Seq // a response built from snap went out
+	}
+}
+
+// answered records an ACK or NACK of the outstanding response: a NACK is
+// an answer too (it has its own counter and log line), so a sink that
+// rejects a change does not hold the latency of every later one.
+func (p *watchProgress) answered() { p.upTo = max(p.upTo, p.sentFrom) }
+
+// streamTypes counts one stream in galleon_xds_subscribed_streams, once per
+// type label, until release.
+type streamTypes struct {
+	m        *Metrics
+	protocol string
+	labels   map[string]struct{}
+}
+
+func (st *streamTypes) add(typeURL string) {
+	l := typeLabel(typeURL)
+	if _, ok := st.labels[l]; ok {
+		return
+	}
+	if st.labels == nil {
+		st.labels = map[string]struct{}{}
+	}
+	st.labels[l] = struct{}{}
+	st.m.subscribed.WithLabelValues(st.protocol, l).Inc()
+}
+
+func (st *streamTypes) release() {
+	for l := range st.labels {
+		st.m.subscribed.WithLabelValues(st.protocol, l).Dec()
+	}
 }
 
 // ClientOf is what a router sees of an xDS node: its id, and its metadata

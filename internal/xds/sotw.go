@@ -35,6 +35,7 @@ type sotwWatch struct {
 	pending   bool   // the last response is not acknowledged yet
 	resend    bool   // the client asked again (empty nonce): send current state
 	nackedVer string // a version the client rejected: not sent again
+	progress  watchProgress
 }
 
 // StreamAggregatedResources serves one SotW ADS stream.
@@ -44,21 +45,28 @@ func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryS
 	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
+	types := streamTypes{m: s.metrics, protocol: protocolSotW}
+	defer types.release()
 	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
 		func(req *discovery.DiscoveryRequest) error {
 			w, err := s.sotwRequest(watches, budget, req)
 			if w != nil {
 				order = append(order, w)
+				types.add(w.typeURL)
 			}
 			return err
 		},
-		func(snap *snapshot.Snapshot) error {
+		func(snap *snapshot.Snapshot) (uint64, error) {
+			upTo := snap.Seq
 			for _, w := range order {
+				wasPending := w.pending
 				if err := s.sotwPush(sender.Send, w, snap); err != nil {
-					return err
+					return 0, err
 				}
+				w.progress.pushed(snap, wasPending, w.pending)
+				upTo = min(upTo, w.progress.upTo)
 			}
-			return nil
+			return upTo, nil
 		})
 }
 
@@ -92,6 +100,7 @@ func (s *Server) sotwRequest(watches map[string]*sotwWatch, budget *grpcwire.Log
 		s.metrics.badRequests.WithLabelValues(protocolSotW, "stale_nonce").Inc()
 	case req.ErrorDetail != nil:
 		w.pending = false
+		w.progress.answered()
 		// A NACK's version_info is the last version the client accepted;
 		// the one it rejected is the one we sent.
 		w.nackedVer = w.sentVer
@@ -100,6 +109,7 @@ func (s *Server) sotwRequest(watches map[string]*sotwWatch, budget *grpcwire.Log
 		s.logRejected(budget, protocolSotW, w.typeURL, req.GetNode().GetId(), w.nonce, req.ErrorDetail.GetMessage())
 	default:
 		w.pending = false
+		w.progress.answered()
 		s.metrics.acks.WithLabelValues(protocolSotW, typeLabel(w.typeURL), "ack").Inc()
 		s.metrics.ackLatency.WithLabelValues(protocolSotW).Observe(time.Since(w.sentAt).Seconds())
 	}
