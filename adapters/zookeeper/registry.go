@@ -39,6 +39,9 @@ import (
 	"github.com/galleon-mesh/galleon/common/registry"
 )
 
+// errClosing is what the dialer answers once Run is ending.
+var errClosing = errors.New("zookeeper: the adapter is stopping")
+
 // retryInterval is how long the adapter waits before reading again a path whose read failed
 // for a reason other than the connection (it retries a connection loss as soon as the session
 // is back), and before connecting again when no server name resolves.
@@ -110,6 +113,8 @@ type watcher struct {
 	queue   []zk.Event    // events from the client's goroutines, oldest first
 	wake    chan struct{} // signalled when queue becomes non-empty
 	dialErr error         // the last connection attempt's error (a refused TLS handshake)
+	dialed  net.Conn      // the last connection dialled, closed when Run ends
+	closing bool          // Run is ending: dial no more
 
 	session    int64 // the session the watches belong to; 0 before the first
 	hasSession bool  // connected with a session now
@@ -253,11 +258,25 @@ func (w *watcher) run(ctx context.Context) error {
 	w.hosts = &hostProvider{}
 	baseDial := cfg.dialer()
 	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+		w.mu.Lock()
+		closing := w.closing
+		w.mu.Unlock()
+		if closing {
+			return nil, errClosing // the client is closing: connect nothing more
+		}
 		conn, err := baseDial(network, address, timeout)
 		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.dialErr = err
-		w.mu.Unlock()
-		return conn, err
+		if err != nil {
+			return nil, err
+		}
+		if w.closing {
+			conn.Close() // closed while dialling: closeAll below has run already
+			return nil, errClosing
+		}
+		w.dialed = conn
+		return conn, nil
 	}
 	for w.conn == nil {
 		conn, ec, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
@@ -281,11 +300,25 @@ func (w *watcher) run(ctx context.Context) error {
 		case <-time.After(retryInterval):
 		}
 	}
-	// Closing the connection on cancellation makes a read in flight return at once.
-	stop := context.AfterFunc(ctx, w.conn.Close)
+	// Closing the connection on cancellation makes a read in flight return at once. The client's
+	// Close does not interrupt its handshake with a server (it reads the session answer with a
+	// deadline of ten receive timeouts), which a server still loading its database never sends:
+	// closing the socket it dialled does, and dial refuses to connect again (the client would
+	// otherwise retry, and wait as long on the next socket). Run's return closes both too, for
+	// it may come before the AfterFunc has run (stop then keeps it from running at all).
+	closeAll := func() {
+		w.conn.Close()
+		w.mu.Lock()
+		w.closing = true
+		if w.dialed != nil {
+			w.dialed.Close()
+		}
+		w.mu.Unlock()
+	}
+	stop := context.AfterFunc(ctx, closeAll)
 	defer func() {
 		stop()
-		w.conn.Close()
+		closeAll()
 		// The client closes its event channel once its goroutines are done: wait for that, so
 		// that none outlives Run.
 		for range events {

@@ -2,10 +2,13 @@ package zookeeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -295,5 +298,66 @@ func waitWatches(t *testing.T, s *zktest.Server, ok func(int) bool) int {
 			t.Fatalf("server watches: %d (%v), not the expected count", n, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCancelDuringHandshake: a server that accepts the connection and never answers the
+// session handshake (ZooKeeper does that while it loads its database after a restart; CI saw
+// Run outlive its cancellation by more than 10 s then). Run must still return promptly: the
+// client's own Close does not interrupt the handshake, closing the socket does.
+func TestCancelDuringHandshake(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		lis.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	reg, err := New(Config{Servers: []string{lis.Addr().String()}, SessionTimeout: 20 * time.Second, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- reg.Run(ctx, registrytest.NewRecorder()) }()
+	select {
+	case <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client did not connect")
+	}
+	time.Sleep(200 * time.Millisecond) // well into the handshake's read
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("Run did not return within 5 s of its cancellation, stuck in the session handshake\n%s", buf[:n])
 	}
 }
