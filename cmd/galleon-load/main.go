@@ -1,8 +1,8 @@
 // Command galleon-load measures a running Galleon source the way istiod
 // uses it: it connects N sinks, waits for the initial state, changes one
-// service in the source's registry (files or ZooKeeper) N times and reports
-// how long each change took to reach every sink, the bytes sent and the
-// source's memory.
+// service in the source's registry (files, ZooKeeper or Eureka) N times and
+// reports how long each change took to reach every sink, the bytes sent
+// and the source's memory.
 //
 //	galleon-load generate --dir /tmp/reg --services 10000 --instances 10
 //	galleon-file --dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
@@ -24,6 +24,24 @@
 //	galleon-load run --addr 127.0.0.1:16010 --zk-servers 127.0.0.1:2181 --zk-layout dubbo --sinks 10 --protocol sotw \
 //	  --metrics http://127.0.0.1:16014/metrics
 //
+// Against Eureka, eureka-generate registers the registry through a running
+// Eureka server's REST API (applications LOAD-00000... and LOAD-TARGET) and
+// then keeps running: it renews every instance (a Eureka server drops
+// instances that stop renewing) and, with --churn-percent, registers that
+// share of the instances again with new metadata every --churn-interval,
+// until it is stopped (Ctrl-C or SIGTERM). Each change of run --eureka-url
+// registers an instance of LOAD-TARGET again at a new address; since churn
+// moves the served version on too, the run finds the version holding each
+// change with a stream of its own that decodes the target's ServiceEntry.
+// It also reports when the server listed each change. A Eureka API server:
+// scripts/eureka.sh (PolarisMesh's polaris-server; scripts/bench-eureka.sh).
+//
+//	galleon-load eureka-generate --eureka-url http://127.0.0.1:8761/eureka --apps 2000 --instances 10 \
+//	  --churn-percent 1 --churn-interval 10s &
+//	galleon-eureka --eureka-urls http://127.0.0.1:8761/eureka --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
+//	galleon-load run --addr 127.0.0.1:16010 --eureka-url http://127.0.0.1:8761/eureka --sinks 10 --protocol delta \
+//	  --changes 50 --interval-jitter 10s --metrics http://127.0.0.1:16014/metrics
+//
 // galleon-load attack runs hostile clients against a source for a while
 // (run it beside galleon-load run to see what they cost the sinks):
 //
@@ -37,6 +55,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/galleon-mesh/galleon/internal/loadtest"
@@ -46,7 +65,9 @@ func main() {
 	if len(os.Args) < 2 {
 		usage()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too: eureka-generate runs until stopped, and reports what it
+	// did when it is.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	switch os.Args[1] {
 	case "generate":
@@ -81,6 +102,30 @@ func main() {
 		}
 		fmt.Printf("wrote %d services x %d instances (%s layout) under %s on ZooKeeper %s: %d znodes created, %d there already, in %v\n",
 			cfg.Services, cfg.Instances, cfg.Layout, st.Root, strings.Join(cfg.Servers, ","), st.Created, st.Existing, st.Took.Round(time.Millisecond))
+	case "eureka-generate":
+		fs := flag.NewFlagSet("eureka-generate", flag.ExitOnError)
+		cfg := loadtest.EurekaGenerateConfig{Progress: os.Stderr}
+		fs.StringVar(&cfg.URL, "eureka-url", "http://127.0.0.1:8761/eureka", "base URL of the Eureka server to register with (what clients call its serviceUrl)")
+		fs.IntVar(&cfg.Apps, "apps", 2000, "number of applications (LOAD-00000, ...), besides LOAD-TARGET")
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances per application, at most 250")
+		fs.IntVar(&cfg.Concurrency, "concurrency", loadtest.DefaultEurekaConcurrency, "requests in flight: renewals, and up to half of them registrations and churn")
+		fs.DurationVar(&cfg.RenewInterval, "renew-interval", loadtest.DefaultRenewInterval, "renew each instance this long after its registration, then after each renewal (at most two thirds of --lease-duration)")
+		fs.DurationVar(&cfg.LeaseDuration, "lease-duration", loadtest.DefaultLeaseDuration, "the lease the instances declare (leaseInfo durationInSecs; renewalIntervalInSecs a third of it): how long a server keeps an instance whose renewals it has not seen (Polaris: at most 180s, longer ones become 15 s)")
+		fs.Float64Var(&cfg.ChurnPercent, "churn-percent", 0, "percent of the instances (LOAD-TARGET's aside) registered again with a new metadata value every --churn-interval, spread evenly; 0: none")
+		fs.DurationVar(&cfg.ChurnInterval, "churn-interval", loadtest.DefaultChurnInterval, "the period of --churn-percent: the source's --poll-interval makes it churn per poll")
+		fs.DurationVar(&cfg.ReportInterval, "report-interval", 0, "print the counts (renewals, changes, how late) this often once registered (default: --renew-interval)")
+		_ = fs.Parse(os.Args[2:])
+		cfg.Registered = func(st loadtest.EurekaGenerateStats) {
+			fmt.Printf("registered %d applications x %d instances and %s on %s: %d instances in %v, all listed %v after the start (/apps %d bytes); renewing every %v, churning %d instances every %v until stopped\n",
+				cfg.Apps, cfg.Instances, loadtest.TargetApp, cfg.URL, st.Registered, st.RegisterTook.Round(time.Millisecond), st.Listed.Round(time.Millisecond),
+				st.ListingBytes, cfg.RenewInterval, st.ChurnPerInterval, cfg.ChurnInterval)
+		}
+		st, err := loadtest.EurekaGenerate(ctx, cfg)
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Printf("stopped: %d renewals (%d failed, %d re-registered after a 404, %d first ones before the server listed the instance), %d changes (%d failed), renewals at worst %v behind schedule\n",
+			st.Renewals, st.RenewFailures, st.Reregistered, st.NotYetListed, st.Changes, st.ChangeFailures, st.MaxBehind.Round(time.Millisecond))
 	case "run":
 		fs := flag.NewFlagSet("run", flag.ExitOnError)
 		cfg := loadtest.RunConfig{Progress: os.Stderr}
@@ -89,19 +134,36 @@ func main() {
 		fs.IntVar(&cfg.StuckSinks, "stuck-sinks", 0, "SotW sinks connected as well that subscribe and then never read: what they cost the others")
 		fs.StringVar(&cfg.Protocol, "protocol", "sotw", "sotw (what istiod uses), delta, mcp or mcp-incremental (legacy MCP, collection istio/networking/v1alpha3/serviceentries)")
 		fs.StringVar(&cfg.TypeURL, "type", "networking.istio.io/v1/ServiceEntry", "type URL the ADS sinks ask for")
-		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (neither this nor --zk-servers: measure the initial sync only)")
+		fs.StringVar(&cfg.Dir, "dir", "", "the source's file registry directory, to make changes in (none of this, --zk-servers and --eureka-url: measure the initial sync only)")
 		fs.IntVar(&cfg.Instances, "instances", 10, "instances of the changed service (--dir)")
 		zkServers := fs.String("zk-servers", "", "the source's ZooKeeper servers, host:port,..., to make changes in (instead of --dir; write the registry with zk-generate)")
 		fs.StringVar(&cfg.ZKLayout, "zk-layout", loadtest.ZKLayoutDubbo, "the source's --zk-layout: dubbo or curator")
 		fs.StringVar(&cfg.ZKRoot, "zk-root", "", "the source's --zk-root (default /dubbo for dubbo, /services for curator)")
+		eurekaURL := fs.String("eureka-url", "", "base URL of a Eureka server the source reads, to make changes in (instead of --dir; register the registry with eureka-generate, and keep it running)")
+		eurekaNamespace := fs.String("eureka-namespace", "default", "the source's --namespace (with --eureka-url)")
+		jitter := fs.Duration("interval-jitter", 0, "with --eureka-url: a random extra pause of up to this after each change, so that changes fall at every point of the source's poll cycle; give its --poll-interval")
 		fs.IntVar(&cfg.Changes, "changes", 100, "changes to make, one at a time")
 		fs.DurationVar(&cfg.Interval, "interval", 50*time.Millisecond, "pause after each change has reached every sink")
-		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change)")
+		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change; with --eureka-url, its Eureka requests over the changes)")
 		fs.DurationVar(&cfg.Timeout, "timeout", time.Minute, "longest wait for the initial sync or one change")
 		_ = fs.Parse(os.Args[2:])
 		cfg.ZKServers = splitList(*zkServers)
-		if cfg.Dir != "" && len(cfg.ZKServers) > 0 {
-			fail("run: --dir and --zk-servers both given: give the registry the source serves, not both")
+		given := 0
+		for _, set := range []bool{cfg.Dir != "", len(cfg.ZKServers) > 0, *eurekaURL != ""} {
+			if set {
+				given++
+			}
+		}
+		if given > 1 {
+			fail("run: give one of --dir, --zk-servers and --eureka-url: the registry the source serves")
+		}
+		if *eurekaURL != "" {
+			rep, err := loadtest.RunEureka(ctx, loadtest.EurekaRunConfig{RunConfig: cfg, URL: *eurekaURL, Namespace: *eurekaNamespace, IntervalJitter: *jitter})
+			if err != nil {
+				fail(err.Error())
+			}
+			fmt.Print(rep.String())
+			return
 		}
 		rep, err := loadtest.Run(ctx, cfg)
 		if err != nil {
@@ -128,7 +190,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|run|attack [flags]   (galleon-load run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|eureka-generate|run|attack [flags]   (galleon-load run -h for the flags)")
 	os.Exit(2)
 }
 
