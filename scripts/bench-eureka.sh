@@ -63,6 +63,8 @@
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench-lib.sh
+source "$SCRIPT_DIR/bench-lib.sh"
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 export GOWORK=off
 export LC_ALL=C # a decimal point in EPOCHREALTIME and awk; byte-wise sed
@@ -108,29 +110,9 @@ done
 # ---------------------------------------------------------------------------------------------
 # Output, time, clean-up.
 
-say() { printf '%s\n' "$*"; }
-step() {
-	STEP=$1
-	printf '\n== %s\n' "$1"
-}
-now() { printf '%s\n' "$EPOCHREALTIME"; }
-# secs A B: B - A in seconds, two decimals.
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", b - a }'; }
-have() { command -v "$1" >/dev/null 2>&1; }
-
 STEP=start
 FAILED=0
 TMP_DIR='' LOG_DIR='' POLARIS_PID='' GEN_PID='' GE_PID='' POLLER_PID=''
-
-fail() {
-	FAILED=1
-	if [[ -n "$LOG_DIR" ]]; then
-		printf '%s: FAILED: %s (logs kept in %s)\n' "$PROG" "$*" "$LOG_DIR" >&2
-	else
-		printf '%s: FAILED: %s\n' "$PROG" "$*" >&2
-	fi
-	exit 1
-}
 
 [[ -n "${EPOCHREALTIME:-}" ]] || fail "bash 5 or later is needed (EPOCHREALTIME)"
 [[ "$APPS" =~ ^[1-9][0-9]*$ ]] || fail "APPS=$APPS: want a whole number >= 1"
@@ -207,8 +189,6 @@ spawn() {
 	printf -v "$var" '%s' "$!"
 }
 
-alive() { kill -0 "$1" 2>/dev/null; }
-
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS or when
 # a process this script started exits.
 wait_for() {
@@ -233,52 +213,15 @@ check_alive() {
 	[[ -z "$GE_PID" ]] || alive "$GE_PID" || fail "galleon-eureka exited: $(tail -n 1 "$LOG_DIR/galleon-eureka.log")"
 }
 
-# Free loopback ports: random ones below Linux's ephemeral range that nothing answers on.
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 USED_PORTS=' '
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-		[[ "$USED_PORTS" == *" $p "* ]] && continue
-		port_in_use "$p" && continue
-		USED_PORTS+="$p "
-		printf '%s\n' "$p"
-		return
-	done
-}
 
 http_ok() { curl -fsS -o /dev/null --max-time 5 "$1" 2>/dev/null; }
 
-# proc_kb PID FIELD: a /proc/<pid>/status field (VmRSS, VmHWM) in kB.
-proc_kb() { awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) exit 1 }' "/proc/$1/status"; }
 # cpu_ticks PID: utime + stime of PID, in clock ticks (fields 14 and 15 of /proc/<pid>/stat,
 # counted after the command name, which may hold spaces).
 cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{ print $12 + $13 }'; }
 # machine_ticks: "busy total" clock ticks of the whole machine (/proc/stat cpu line).
 machine_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
-# mib KB: kB as MiB, one decimal.
-mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB\n", k / 1024 }'; }
-loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
-# dur_s DURATION: a Go duration (1m2.5s, 850.3ms, 12µs) in seconds, three decimals.
-dur_s() {
-	awk -v d="$1" 'BEGIN {
-		t = 0
-		while (d != "") {
-			if (!match(d, /^[0-9.]+/)) { print "?"; exit }
-			v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-			if (d ~ /^h/) { t += v * 3600; d = substr(d, 2) }
-			else if (d ~ /^ms/) { t += v / 1e3; d = substr(d, 3) }
-			else if (d ~ /^m/) { t += v * 60; d = substr(d, 2) }
-			else if (d ~ /^s/) { t += v; d = substr(d, 2) }
-			else if (d ~ /^ns/) { t += v / 1e9; d = substr(d, 3) }
-			else if (d ~ /^us/) { t += v / 1e6; d = substr(d, 3) }
-			else if (d ~ /^\xc2\xb5s/) { t += v / 1e6; d = substr(d, 4) }
-			else { print "?"; exit }
-		}
-		printf "%.3f\n", t
-	}'
-}
 # fmt_bytes N: N with thousands separators.
 fmt_bytes() { awk -v n="$1" 'BEGIN { s = sprintf("%.0f", n); r = ""; while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) } print s r }'; }
 
@@ -365,7 +308,6 @@ measure_window() {
 # Results.
 
 ROWS=()
-row() { ROWS+=("| $1 | $2 |"); }
 
 # ---------------------------------------------------------------------------------------------
 

@@ -41,6 +41,8 @@
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/bench-lib.sh
+source "$SCRIPT_DIR/bench-lib.sh"
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 export GOWORK=off
 export LC_ALL=C # a decimal point in EPOCHREALTIME and awk; byte-wise sed
@@ -83,29 +85,9 @@ done
 # ---------------------------------------------------------------------------------------------
 # Output, time, clean-up.
 
-say() { printf '%s\n' "$*"; }
-step() {
-	STEP=$1
-	printf '\n== %s\n' "$1"
-}
-now() { printf '%s\n' "$EPOCHREALTIME"; }
-# secs A B: B - A in seconds, two decimals.
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", b - a }'; }
-have() { command -v "$1" >/dev/null 2>&1; }
-
 STEP=start
 FAILED=0
 TMP_DIR='' LOG_DIR='' ZK_PID='' GZK_PID=''
-
-fail() {
-	FAILED=1
-	if [[ -n "$LOG_DIR" ]]; then
-		printf '%s: FAILED: %s (logs kept in %s)\n' "$PROG" "$*" "$LOG_DIR" >&2
-	else
-		printf '%s: FAILED: %s\n' "$PROG" "$*" >&2
-	fi
-	exit 1
-}
 
 [[ -n "${EPOCHREALTIME:-}" ]] || fail "bash 5 or later is needed (EPOCHREALTIME)"
 [[ "$SERVICES" =~ ^[1-9][0-9]*$ ]] || fail "SERVICES=$SERVICES: want a whole number >= 1"
@@ -178,8 +160,6 @@ spawn() {
 	printf -v "$var" '%s' "$!"
 }
 
-alive() { kill -0 "$1" 2>/dev/null; }
-
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.05 s until it succeeds; fail after SECONDS or
 # when ZooKeeper or galleon-zookeeper exits.
 wait_for() {
@@ -196,28 +176,9 @@ wait_for() {
 	done
 }
 
-# Free loopback ports: random ones below Linux's ephemeral range that nothing answers on.
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 USED_PORTS=' '
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-		[[ "$USED_PORTS" == *" $p "* ]] && continue
-		port_in_use "$p" && continue
-		USED_PORTS+="$p "
-		printf '%s\n' "$p"
-		return
-	done
-}
 
 http_ok() { curl -fsS -o /dev/null --max-time 2 "http://$1$2" 2>/dev/null; }
-
-# proc_kb PID FIELD: a /proc/<pid>/status field (VmRSS, VmHWM) in kB.
-proc_kb() { awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) exit 1 }' "/proc/$1/status"; }
-# mib KB: kB as MiB, one decimal.
-mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB\n", k / 1024 }'; }
-loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
 
 # ---------------------------------------------------------------------------------------------
 # ZooKeeper: four-letter words and its CLI.
@@ -260,31 +221,11 @@ log_epoch() {
 }
 # log_field LINE KEY: the value of key=value in LINE.
 log_field() { sed -n "s/.* $2=\\([^ ]*\\).*/\\1/p" <<<"$1" | head -n 1; }
-# dur_s DURATION: a Go duration (1m2.5s, 850.3ms, 12µs) in seconds, three decimals.
-dur_s() {
-	awk -v d="$1" 'BEGIN {
-		t = 0
-		while (d != "") {
-			if (!match(d, /^[0-9.]+/)) { print "?"; exit }
-			v = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
-			if (d ~ /^h/) { t += v * 3600; d = substr(d, 2) }
-			else if (d ~ /^ms/) { t += v / 1e3; d = substr(d, 3) }
-			else if (d ~ /^m/) { t += v * 60; d = substr(d, 2) }
-			else if (d ~ /^s/) { t += v; d = substr(d, 2) }
-			else if (d ~ /^ns/) { t += v / 1e9; d = substr(d, 3) }
-			else if (d ~ /^us/) { t += v / 1e6; d = substr(d, 3) }
-			else if (d ~ /^\xc2\xb5s/) { t += v / 1e6; d = substr(d, 4) }
-			else { print "?"; exit }
-		}
-		printf "%.3f\n", t
-	}'
-}
 
 # ---------------------------------------------------------------------------------------------
 # Results.
 
 ROWS=()
-row() { ROWS+=("| $1 | $2 |"); }
 
 # ---------------------------------------------------------------------------------------------
 

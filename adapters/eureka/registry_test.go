@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -264,14 +263,13 @@ func TestTLSAndBasicAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	target, _ := url.Parse("http://" + s.EurekaAddr)
-	var unauthorized atomic.Int64
+	toServer := httputil.NewSingleHostReverseProxy(target)
 	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if u, p, ok := req.BasicAuth(); !ok || u != "galleon" || p != "s3cret" {
-			unauthorized.Add(1)
 			http.Error(w, "who are you", http.StatusUnauthorized)
 			return
 		}
-		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, req)
+		toServer.ServeHTTP(w, req)
 	}))
 	cert, err := tls.LoadX509KeyPair(pki.ServerCert, pki.ServerKey)
 	if err != nil {

@@ -1307,19 +1307,9 @@ func RunEureka(ctx context.Context, cfg EurekaRunConfig) (*EurekaReport, error) 
 	if cfg.Sinks < 1 {
 		return nil, fmt.Errorf("--sinks %d: want at least 1", cfg.Sinks)
 	}
-	var dialSink func(ctx context.Context, addr, typeURL string) (*Sink, error)
-	switch cfg.Protocol {
-	case "sotw":
-		dialSink = DialSotW
-	case "delta":
-		dialSink = DialDelta
-	case "mcp", "mcp-incremental":
-		incremental := cfg.Protocol == "mcp-incremental"
-		dialSink = func(ctx context.Context, addr, _ string) (*Sink, error) {
-			return DialMCP(ctx, addr, MCPCollection, incremental)
-		}
-	default:
-		return nil, fmt.Errorf("--protocol %q: want sotw, delta, mcp or mcp-incremental", cfg.Protocol)
+	dialSink, err := sinkDialer(cfg.Protocol)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -1337,36 +1327,10 @@ func RunEureka(ctx context.Context, cfg EurekaRunConfig) (*EurekaReport, error) 
 	}
 	defer stopWatch()
 
-	start := time.Now()
-	sinks := make([]*Sink, cfg.Sinks)
-	for i := range sinks {
-		s, err := dialSink(ctx, cfg.Addr, cfg.TypeURL)
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		sinks[i] = s
-	}
-	syncCtx, done := context.WithTimeout(ctx, cfg.Timeout)
-	defer done()
-	for {
-		first, err := sinks[0].WaitChange(syncCtx, "")
-		if err != nil {
-			return nil, fmt.Errorf("initial sync: %w", err)
-		}
-		all := true
-		for _, s := range sinks {
-			a, err := s.Wait(syncCtx, first.Version)
-			if err != nil {
-				return nil, fmt.Errorf("initial sync: %w", err)
-			}
-			rep.SyncBytes = max(rep.SyncBytes, a.Bytes)
-			rep.InitialSync = max(rep.InitialSync, a.At.Sub(start))
-			all = all && sinks[0].Latest().Version == first.Version
-		}
-		if all {
-			break
-		}
+	sinks, closeSinks, err := syncSinks(ctx, dialSink, cfg.Addr, cfg.TypeURL, cfg.Sinks, cfg.Timeout, &rep.Report)
+	defer closeSinks()
+	if err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(cfg.Progress, "%d %s sinks synced in %v\n", cfg.Sinks, cfg.Protocol, rep.InitialSync.Round(time.Microsecond))
 	if cfg.Changes <= 0 {

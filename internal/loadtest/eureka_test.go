@@ -4,20 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/galleon-mesh/galleon/adapters/eureka"
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 	"github.com/galleon-mesh/galleon/common/daemon"
 	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/internal/daemontest"
 )
 
 // startEurekaGenerate runs EurekaGenerate against s in the background and
@@ -267,45 +264,13 @@ func TestEurekaChanger(t *testing.T) {
 	}
 }
 
-func eurekaFreeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startGalleonEureka runs the daemon galleon-eureka runs, in process, on
 // the Eureka server at base; it returns the gRPC and HTTP addresses.
 func startGalleonEureka(t *testing.T, base string, poll time.Duration) (listen, httpAddr string) {
 	t.Helper()
-	listen, httpAddr = eurekaFreeAddr(t), eurekaFreeAddr(t)
-	spec := daemon.Spec{Name: "galleon-eureka", Registry: "eureka", Summary: "test",
-		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-			return func(env daemon.Env) (registry.Registry, error) {
-				return eureka.New(eureka.Config{URLs: []string{base}, PollInterval: poll, Logger: env.Logger, Registerer: env.Registerer})
-			}
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
-	}()
-	t.Cleanup(func() { cancel(); <-exited })
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return listen, httpAddr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("galleon-eureka not ready on %s in 30 s: %v", httpAddr, err)
-		}
-	}
+	return daemontest.Start(t, "galleon-eureka", "eureka", func(env daemon.Env) (registry.Registry, error) {
+		return eureka.New(eureka.Config{URLs: []string{base}, PollInterval: poll, Logger: env.Logger, Registerer: env.Registerer})
+	}, 30*time.Second)
 }
 
 // TestRunEurekaAgainstGalleonEureka drives RunEureka against the daemon

@@ -242,18 +242,9 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	dialSink := DialSotW
-	switch cfg.Protocol {
-	case "sotw":
-	case "delta":
-		dialSink = DialDelta
-	case "mcp", "mcp-incremental":
-		incremental := cfg.Protocol == "mcp-incremental"
-		dialSink = func(ctx context.Context, addr, _ string) (*Sink, error) {
-			return DialMCP(ctx, addr, MCPCollection, incremental)
-		}
-	default:
-		return nil, fmt.Errorf("--protocol %q: want sotw, delta, mcp or mcp-incremental", cfg.Protocol)
+	dialSink, err := sinkDialer(cfg.Protocol)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -283,37 +274,10 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 		}
 		defer c.Close()
 	}
-	start := time.Now()
-	sinks := make([]*Sink, cfg.Sinks)
-	for i := range sinks {
-		s, err := dialSink(ctx, cfg.Addr, cfg.TypeURL)
-		if err != nil {
-			return nil, err
-		}
-		defer s.Close()
-		sinks[i] = s
-	}
-	// Synced: every sink has a response and all agree on the version.
-	syncCtx, done := context.WithTimeout(ctx, cfg.Timeout)
-	defer done()
-	for {
-		first, err := sinks[0].WaitChange(syncCtx, "")
-		if err != nil {
-			return nil, fmt.Errorf("initial sync: %w", err)
-		}
-		all := true
-		for _, s := range sinks {
-			a, err := s.Wait(syncCtx, first.Version)
-			if err != nil {
-				return nil, fmt.Errorf("initial sync: %w", err)
-			}
-			rep.SyncBytes = max(rep.SyncBytes, a.Bytes)
-			rep.InitialSync = max(rep.InitialSync, a.At.Sub(start))
-			all = all && sinks[0].Latest().Version == first.Version
-		}
-		if all {
-			break
-		}
+	sinks, closeSinks, err := syncSinks(ctx, dialSink, cfg.Addr, cfg.TypeURL, cfg.Sinks, cfg.Timeout, rep)
+	defer closeSinks()
+	if err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(cfg.Progress, "%d %s sinks synced in %v\n", cfg.Sinks, cfg.Protocol, rep.InitialSync.Round(time.Microsecond))
 
@@ -531,4 +495,63 @@ func parseSample(line string) (name string, v float64, ok bool) {
 	}
 	v, err := strconv.ParseFloat(f[0], 64)
 	return name, v, err == nil
+}
+
+// dialFunc connects one sink of typeURL to addr.
+type dialFunc func(ctx context.Context, addr, typeURL string) (*Sink, error)
+
+// sinkDialer is how a sink of protocol (--protocol) connects.
+func sinkDialer(protocol string) (dialFunc, error) {
+	switch protocol {
+	case "sotw":
+		return DialSotW, nil
+	case "delta":
+		return DialDelta, nil
+	case "mcp", "mcp-incremental":
+		incremental := protocol == "mcp-incremental"
+		return func(ctx context.Context, addr, _ string) (*Sink, error) {
+			return DialMCP(ctx, addr, MCPCollection, incremental)
+		}, nil
+	}
+	return nil, fmt.Errorf("--protocol %q: want sotw, delta, mcp or mcp-incremental", protocol)
+}
+
+// syncSinks dials n sinks of typeURL at addr and waits until every one has a response and all
+// agree on the version, recording the initial sync's time (from before the first dial) and its
+// largest response in rep. closeSinks closes the sinks dialled, also after an error.
+func syncSinks(ctx context.Context, dialSink dialFunc, addr, typeURL string, n int, timeout time.Duration, rep *Report) (sinks []*Sink, closeSinks func(), err error) {
+	start := time.Now()
+	closeSinks = func() {
+		for _, s := range sinks {
+			s.Close()
+		}
+	}
+	for range n {
+		s, err := dialSink(ctx, addr, typeURL)
+		if err != nil {
+			return sinks, closeSinks, err
+		}
+		sinks = append(sinks, s)
+	}
+	syncCtx, done := context.WithTimeout(ctx, timeout)
+	defer done()
+	for {
+		first, err := sinks[0].WaitChange(syncCtx, "")
+		if err != nil {
+			return sinks, closeSinks, fmt.Errorf("initial sync: %w", err)
+		}
+		all := true
+		for _, s := range sinks {
+			a, err := s.Wait(syncCtx, first.Version)
+			if err != nil {
+				return sinks, closeSinks, fmt.Errorf("initial sync: %w", err)
+			}
+			rep.SyncBytes = max(rep.SyncBytes, a.Bytes)
+			rep.InitialSync = max(rep.InitialSync, a.At.Sub(start))
+			all = all && sinks[0].Latest().Version == first.Version
+		}
+		if all {
+			return sinks, closeSinks, nil
+		}
+	}
 }

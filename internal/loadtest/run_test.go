@@ -2,28 +2,15 @@ package loadtest_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/http"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/common/daemon"
 	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/internal/daemontest"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
 )
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // startGalleonFile runs the daemon galleon-file runs, in process, on a
 // generated registry in dir; it returns the gRPC and HTTP addresses.
@@ -32,31 +19,9 @@ func startGalleonFile(t *testing.T, dir string) (listen, httpAddr string) {
 	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 40, Instances: 3, PerFile: 15}); err != nil {
 		t.Fatal(err)
 	}
-	listen, httpAddr = freeAddr(t), freeAddr(t)
-	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test",
-		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-			return func(env daemon.Env) (registry.Registry, error) {
-				return file.New(file.Config{Dir: dir, Logger: env.Logger})
-			}
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
-	}()
-	t.Cleanup(func() { cancel(); <-exited })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return listen, httpAddr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("galleon-file not ready on %s in 10 s: %v", httpAddr, err)
-		}
-	}
+	return daemontest.Start(t, "galleon-file", "file", func(env daemon.Env) (registry.Registry, error) {
+		return file.New(file.Config{Dir: dir, Logger: env.Logger})
+	}, 10*time.Second)
 }
 
 // TestRunAgainstGalleonFile drives the load tool against a real file

@@ -2,18 +2,15 @@ package loadtest_test
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper"
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 	"github.com/galleon-mesh/galleon/common/daemon"
 	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/internal/daemontest"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
 )
 
@@ -22,31 +19,9 @@ import (
 // addresses.
 func startGalleonZookeeper(t *testing.T, zkAddr, layout string) (listen, httpAddr string) {
 	t.Helper()
-	listen, httpAddr = freeAddr(t), freeAddr(t)
-	spec := daemon.Spec{Name: "galleon-zookeeper", Registry: "zookeeper", Summary: "test",
-		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-			return func(env daemon.Env) (registry.Registry, error) {
-				return zookeeper.New(zookeeper.Config{Servers: []string{zkAddr}, Layout: layout, Logger: env.Logger})
-			}
-		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- daemon.Run(ctx, spec, []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms"}, io.Discard)
-	}()
-	t.Cleanup(func() { cancel(); <-exited })
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get("http://" + httpAddr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return listen, httpAddr
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("galleon-zookeeper not ready on %s in 20 s: %v", httpAddr, err)
-		}
-	}
+	return daemontest.Start(t, "galleon-zookeeper", "zookeeper", func(env daemon.Env) (registry.Registry, error) {
+		return zookeeper.New(zookeeper.Config{Servers: []string{zkAddr}, Layout: layout, Logger: env.Logger})
+	}, 20*time.Second)
 }
 
 // TestRunAgainstGalleonZookeeper drives the load tool against a real

@@ -3,7 +3,6 @@ package xds
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sort"
 	"testing"
@@ -11,9 +10,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	mcp "istio.io/api/mcp/v1alpha1"
@@ -31,20 +28,7 @@ func startServer(t *testing.T, store *snapshot.Store) discovery.AggregatedDiscov
 
 func startServerWith(t *testing.T, routes snapshot.Router, opts Options) discovery.AggregatedDiscoveryServiceClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(GRPCServerOptions()...)
-	NewServer(routes, opts).Register(g)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return discovery.NewAggregatedDiscoveryServiceClient(conn)
+	return discovery.NewAggregatedDiscoveryServiceClient(startConn(t, routes, opts))
 }
 
 func put(t testing.TB, s *snapshot.Store, ready bool, kv ...string) {

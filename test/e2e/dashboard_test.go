@@ -12,10 +12,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io"
 	"io/fs"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,8 +26,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -91,13 +87,14 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 
 	// Once every sink holds the first state, a change: each protocol's sink ACKs it.
 	if err := proc.WaitFor(ctx, func() (bool, error) {
-		fams, _, err := scrapeMetrics(ctx, g.HTTPAddr)
+		fams, _, err := scrapeMetrics(ctx, g)
 		if err != nil {
 			return false, err
 		}
-		return seriesSum(fams, "galleon_xds_acks_total", "protocol", "sotw") >= 2 &&
-			seriesSum(fams, "galleon_xds_acks_total", "protocol", "delta") >= 1 &&
-			seriesSum(fams, "galleon_mcp_acks_total", "", "") >= 1, nil
+		sotw, _ := metricSum(fams, "galleon_xds_acks_total", map[string]string{"protocol": "sotw"})
+		delta, _ := metricSum(fams, "galleon_xds_acks_total", map[string]string{"protocol": "delta"})
+		mcp, _ := metricSum(fams, "galleon_mcp_acks_total", nil)
+		return sotw >= 2 && delta >= 1 && mcp >= 1, nil
 	}); err != nil {
 		t.Fatalf("the sinks did not ACK the first state: %v\n%s", err, g.Tail(30))
 	}
@@ -105,12 +102,12 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	var fams map[string]*dto.MetricFamily
 	var body []byte
 	if err := proc.WaitFor(ctx, func() (bool, error) {
-		fams, body, err = scrapeMetrics(ctx, g.HTTPAddr)
+		fams, body, err = scrapeMetrics(ctx, g)
 		if err != nil {
 			return false, err
 		}
 		for _, p := range []string{"sotw", "delta", "mcp"} {
-			if histogramCount(fams, "galleon_change_acked_seconds", "protocol", p) == 0 {
+			if histogramCount(fams, "galleon_change_acked_seconds", map[string]string{"protocol": p}) == 0 {
 				return false, nil
 			}
 		}
@@ -120,7 +117,7 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	}
 	for _, p := range []string{"sotw", "delta", "mcp"} {
 		t.Logf("change -> every %s sink ACKed: %.1f ms", p,
-			1000*histogramSum(fams, "galleon_change_acked_seconds", "protocol", p)/float64(histogramCount(fams, "galleon_change_acked_seconds", "protocol", p)))
+			1000*histogramSum(fams, "galleon_change_acked_seconds", map[string]string{"protocol": p})/float64(histogramCount(fams, "galleon_change_acked_seconds", map[string]string{"protocol": p})))
 	}
 
 	lintExposition(t, body, fams)
@@ -649,66 +646,18 @@ func runAckingSinks(ctx context.Context, t *testing.T, conn *grpc.ClientConn) (s
 	return func() { cancel(); wg.Wait() }
 }
 
-// scrapeMetrics reads /metrics of a Galleon binary: the families and the text as served.
-func scrapeMetrics(ctx context.Context, httpAddr string) (map[string]*dto.MetricFamily, []byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	text := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := text.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, nil, fmt.Errorf("parsing /metrics: %w", err)
-	}
-	return fams, body, nil
-}
-
-// seriesSum sums the counter or gauge series of name that have label=value (every series
-// when label is "").
-func seriesSum(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
-	var sum float64
-	for _, m := range matching(fams, name, label, value) {
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return sum
-}
-
-func histogramCount(fams map[string]*dto.MetricFamily, name, label, value string) uint64 {
+func histogramCount(fams map[string]*dto.MetricFamily, name string, labels map[string]string) uint64 {
 	var n uint64
-	for _, m := range matching(fams, name, label, value) {
+	for _, m := range matching(fams, name, labels) {
 		n += m.GetHistogram().GetSampleCount()
 	}
 	return n
 }
 
-func histogramSum(fams map[string]*dto.MetricFamily, name, label, value string) float64 {
+func histogramSum(fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
 	var s float64
-	for _, m := range matching(fams, name, label, value) {
+	for _, m := range matching(fams, name, labels) {
 		s += m.GetHistogram().GetSampleSum()
 	}
 	return s
-}
-
-func matching(fams map[string]*dto.MetricFamily, name, label, value string) []*dto.Metric {
-	var out []*dto.Metric
-	for _, m := range fams[name].GetMetric() {
-		if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
-			out = append(out, m)
-		}
-	}
-	return out
 }

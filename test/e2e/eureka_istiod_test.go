@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -14,8 +11,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 	"github.com/galleon-mesh/galleon/test/istiod"
@@ -138,60 +133,6 @@ func upIDs(a *eurekatest.Applications, app string) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// galleonMetrics scrapes a Galleon binary's /metrics.
-func galleonMetrics(ctx context.Context, g *galleon) (map[string]*dto.MetricFamily, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.HTTPAddr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("parsing /metrics: %w", err)
-	}
-	return fams, nil
-}
-
-// metricSum is the sum of the counter or gauge series of name whose labels include labels, and
-// whether there was one.
-func metricSum(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	var sum float64
-	found := false
-	for _, m := range fams[name].GetMetric() {
-		have := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			have[lp.GetName()] = lp.GetValue()
-		}
-		match := true
-		for k, v := range labels {
-			if have[k] != v {
-				match = false
-				break
-			}
-		}
-		if !match {
-			continue
-		}
-		found = true
-		sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return sum, found
 }
 
 // metricLines are the series of name, one "labels value" string each, for logs and messages.
@@ -324,7 +265,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	// what A served.
 	listed("override removed", "orders-1", "orders-2", "orders-3")
 
-	fams, err := galleonMetrics(ctx, g)
+	fams, _, err := scrapeMetrics(ctx, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +341,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	defer wcancel()
 	err = g.WaitFor(wctx, func() (bool, error) {
 		var err error
-		if fams2, err = galleonMetrics(ctx, g); err != nil {
+		if fams2, _, err = scrapeMetrics(ctx, g); err != nil {
 			return false, err
 		}
 		status, err := galleonStatus(ctx, g)
@@ -444,23 +385,9 @@ type galleonStatusReport struct {
 }
 
 func galleonStatus(ctx context.Context, g *galleon) (*galleonStatusReport, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.HTTPAddr+"/debug/status", nil)
+	body, err := g.get(ctx, "/debug/status")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("/debug/status: %s: %s", resp.Status, body)
 	}
 	var r galleonStatusReport
 	if err := json.Unmarshal(body, &r); err != nil {

@@ -130,7 +130,7 @@ func testReplicaSwitch(t *testing.T, rel istiod.Release) {
 		t.Fatal(err)
 	}
 	streamsOn := func(g *galleon) float64 {
-		fams, err := galleonMetrics(ctx, g)
+		fams, _, err := scrapeMetrics(ctx, g)
 		if err != nil {
 			return -1
 		}

@@ -99,7 +99,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 		if b, err := cmd.CombinedOutput(); err == nil {
 			t.Errorf("galleonctl with a certificate of another CA got through:\n%s", b)
 		}
-		fams, err := galleonMetrics(ctx, g2)
+		fams, _, err := scrapeMetrics(ctx, g2)
 		if err != nil {
 			t.Fatal(err)
 		}
