@@ -3,7 +3,7 @@ SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
 
-.PHONY: help build test unit vet lint e2e istiod consul eureka zookeeper proto deps fuzz fuzz-short images images-test
+.PHONY: help build test unit vet lint e2e istiod kube consul eureka zookeeper proto deps fuzz fuzz-short images images-test
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -34,8 +34,17 @@ unit: deps consul eureka zookeeper ## unit and protocol tests of the main module
 	$(GO) test -race -count=1 ./...
 	cd docs/example-adapter && $(GO) test -race -count=1 ./...
 
-istiod: ## build and cache pilot-discovery 1.29.2 from the Go module proxy (once; ~5 min cold)
+# The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.31-dev starts only
+# with a Kubernetes API server, which the harness runs for it (test/kube).
+E2E_ISTIOD_RELEASES ?= 1.29.2,1.31-dev
+
+istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go module proxy (once; ~5 min cold each)
 	scripts/istiod.sh build >/dev/null
+	scripts/istiod.sh build 1.31-dev >/dev/null
+
+kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go module proxy, and fetch the ServiceMonitor CRD (once; ~15 min cold)
+	scripts/kube.sh build >/dev/null
+	scripts/kube.sh crds >/dev/null
 
 consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
 	scripts/consul.sh build >/dev/null
@@ -43,8 +52,8 @@ consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the r
 eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the Eureka adapter's tests, from the Go module proxy, outside the repo (once; ~2.5 min cold)
 	scripts/eureka.sh build >/dev/null
 
-e2e: deps istiod ## end-to-end and conformance tests against a real istiod (per release: GALLEON_ISTIOD_RELEASES), and the set-up scripts' failure paths
-	GO=$(GO) scripts/test-report.sh test -count=1 ./...
+e2e: deps istiod kube ## end-to-end and conformance tests against real istiods (E2E_ISTIOD_RELEASES, or GALLEON_ISTIOD_RELEASES), the chart on a real kube-apiserver, and the set-up scripts' failure paths
+	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) scripts/test-report.sh test -count=1 ./...
 	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input lands in the package's testdata/fuzz: commit it

@@ -66,7 +66,9 @@ build_consul() {
 regen() {
 	local mod goline tmp
 	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
+	# Expanded now on purpose: tmp is local to this function and gone when the trap runs.
+	# shellcheck disable=SC2064
+	trap "rm -rf '$tmp'" EXIT
 	mod=$(cd "$tmp" && go mod download -json "$CONSUL_MODULE@v$CONSUL_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
 	[[ -f "$mod" ]] || { echo "consul.sh: could not download $CONSUL_MODULE@v$CONSUL_VERSION's go.mod" >&2; exit 1; }
 	goline=$(grep -m1 -E '^go [0-9]' "$mod" || echo "go 1.25")

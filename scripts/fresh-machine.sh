@@ -41,6 +41,7 @@ mkdir -p "$tmp/logs" "$tmp/gomodcache" "$tmp/gocache" "$tmp/galleon-cache"
 # A new user's environment: empty caches, none of Galleon's overrides.
 run_env=(
 	env -u GALLEON_PILOT_DISCOVERY -u GALLEON_CONSUL_BIN -u GALLEON_ISTIOD_RELEASES -u GALLEON_E2E_BIN_DIR
+	-u GALLEON_KUBE_APISERVER_BIN -u GALLEON_KUBECTL_BIN -u GALLEON_ETCD_BIN -u GALLEON_HELM_BIN
 	GOMODCACHE="$tmp/gomodcache" GOCACHE="$tmp/gocache" GALLEON_CACHE="$tmp/galleon-cache"
 	GOWORK=off
 )

@@ -21,6 +21,9 @@ DEFAULT_RELEASE=1.29.2
 # RELEASE|module dir (relative to the repository)|istio.io/istio version pinned there|git revision|other spellings of the same commit, tried in order when the pinned one is refused
 RELEASES=(
 	"1.29.2|test|v0.0.0-20260409200358-0c774325b938|0c774325b938|1.29.2"
+	# The 1.31 development line: it cannot start without a Kubernetes API server, which the e2e
+	# harness then starts for it (test/istiod Release.NeedsKubernetes, test/kube).
+	"1.31-dev|scripts/tools/istiod-1.31|v0.0.0-20260827124520-eed52ebb66ad|eed52ebb66ad|"
 )
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,4 +1,4 @@
-// Package deploy checks the deployment files under deploy/ of the main module without a cluster:
+// Package deploy checks the deployment files under deploy/ of the main module, first without a cluster:
 //
 //   - every YAML document under deploy/kubernetes decodes strictly (unknown or duplicate fields
 //     are errors, as with kubectl's --validate=strict) into the Kubernetes type of its kind;
@@ -13,8 +13,9 @@
 //     would, gives a valid pod with galleon-file as a native sidecar;
 //   - the containers' command lines start the real galleon-file and get it ready (skipped with
 //     -short);
-//   - with helm or kubectl on PATH, the Helm chart and the kustomization render to objects that
-//     pass the same checks (skipped otherwise).
+//   - the Helm chart and the kustomization, rendered by the helm and kubectl scripts/kube.sh
+//     builds, give objects that pass the same checks;
+//   - TestChartOnAPIServer (cluster_test.go) applies every layout to a real kube-apiserver.
 package deploy
 
 import (
@@ -59,6 +60,7 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
+	"github.com/galleon-mesh/galleon/test/kube"
 )
 
 // The adapter the manifests deploy, and its defaults (common/daemon).
@@ -1331,12 +1333,9 @@ func runContainer(t *testing.T, bin string, pod adapterPod, objs []object) {
 }
 
 // TestHelmChart renders deploy/helm/galleon with the sample values and checks the objects like
-// the plain manifests. Needs helm on PATH; skipped otherwise.
+// the plain manifests, with the Helm scripts/kube.sh builds (TestChartOnAPIServer applies them).
 func TestHelmChart(t *testing.T) {
-	helm, err := exec.LookPath("helm")
-	if err != nil {
-		t.Skip("helm is not on PATH: the chart is not rendered")
-	}
+	helm := kube.Helm(t)
 	root := repoRoot(t)
 	chart := filepath.Join(root, "deploy/helm/galleon")
 	run := func(args ...string) (string, error) {
@@ -1399,13 +1398,10 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
-// TestKustomizeBuild renders deploy/kubernetes/standalone with kubectl's kustomize and checks
-// every object lands in istio-system. Needs kubectl on PATH; skipped otherwise.
+// TestKustomizeBuild renders deploy/kubernetes/standalone with kubectl's kustomize (the kubectl
+// scripts/kube.sh builds) and checks every object lands in istio-system.
 func TestKustomizeBuild(t *testing.T) {
-	kubectl, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl is not on PATH: the kustomization is not rendered")
-	}
+	kubectl := kube.Kubectl(t)
 	cmd := exec.Command(kubectl, "kustomize", filepath.Join(repoRoot(t), "deploy/kubernetes/standalone"))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -30,6 +30,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
+	"github.com/galleon-mesh/galleon/test/kube"
 )
 
 const (
@@ -63,6 +64,11 @@ type Options struct {
 	Release Release
 	// StartTimeout bounds the start-up wait (default 60s).
 	StartTimeout time.Duration
+	// Kubeconfig turns istiod's Kubernetes side on: it reads that API server (a test/kube
+	// Cluster's), with the Kubernetes service registry (--registries=Kubernetes). Add "k8s://"
+	// to ConfigSources for Istio resources stored there too. Releases that cannot start without
+	// Kubernetes (Release.NeedsKubernetes) get a new cluster of their own when this is empty.
+	Kubeconfig string
 	// NoWaitSynced makes Start return as soon as the monitoring port answers, instead of waiting
 	// until istiod has synced every config source (its gRPC port only opens after that). Use it to
 	// test sources that never complete the initial sync.
@@ -142,6 +148,11 @@ func prepare(t testing.TB, opts *Options) (rel Release, dir, meshPath, networksP
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
+	if opts.Kubeconfig == "" && rel.NeedsKubernetes() {
+		c := kube.Start(t)
+		PrepareCluster(t, c, rel)
+		opts.Kubeconfig = c.Kubeconfig
+	}
 	dir = t.TempDir()
 	meshPath = filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(meshPath, []byte(meshConfigYAML(*opts)), 0o644); err != nil {
@@ -215,21 +226,27 @@ func start(t testing.TB, rel Release, dir, meshPath, networksPath string, opts O
 		MonitoringAddr: addrs[2],
 		client:         &http.Client{Timeout: 10 * time.Second},
 	}
-	args := []string{
-		"discovery",
-		"--registries=", // no Kubernetes (and no Mock) service registry
-		"--meshConfig=" + meshPath,
-		"--networksConfig=" + networksPath,
-		"--grpcAddr=" + ist.GRPCAddr,
-		"--httpAddr=" + ist.HTTPAddr,
+	args := []string{"discovery", "--registries="} // no Kubernetes (and no Mock) service registry
+	if opts.Kubeconfig != "" {
+		args = []string{"discovery", "--registries=Kubernetes", "--kubeconfig=" + opts.Kubeconfig}
+	}
+	args = append(args,
+		"--meshConfig="+meshPath,
+		"--networksConfig="+networksPath,
+		"--grpcAddr="+ist.GRPCAddr,
+		"--httpAddr="+ist.HTTPAddr,
 		"--httpsAddr=", // no webhook server: webhooks are multiplexed on httpAddr
 		"--secureGRPCAddr=",
-		"--monitoringAddr=" + ist.MonitoringAddr,
+		"--monitoringAddr="+ist.MonitoringAddr,
 		// Port 0 does NOT disable ControlZ (pkg/ctrlz/ctrlz.go Run: net.Listen("addr:0")): it
 		// binds a random port, which is what parallel tests need.
 		"--ctrlz_port=0",
 		"--ctrlz_address=127.0.0.1",
 		"--shutdownDuration=1s", // SIGTERM -> exit in about 1.1s
+	)
+	if rel.PushContextEveryPush() {
+		// FullPushes counts these debug lines (see there); Args may still override.
+		args = append(args, "--log_output_level=default:info,push:debug")
 	}
 	args = append(args, opts.Args...)
 	name := "istiod"

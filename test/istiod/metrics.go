@@ -187,9 +187,25 @@ func (i *Istiod) counter(ctx context.Context, name string, labels map[string]str
 // Observed with a test ADS source: 1 after the initial sync; unchanged by an endpoint-only
 // ServiceEntry update (the log says "full=false", pilot_inbound_updates{type="eds"} +1); +1 for a
 // port change ("full=true").
+//
+// Releases that build a push context for every push (Release.PushContextEveryPush, the 1.31
+// development line) have no full/EDS-only distinction left in that metric, nor any metric that
+// tells without a connected proxy. There, FullPushes counts the push requests that carry a config
+// other than endpoints: istiod logs each one at debug level on its "push" scope ("push triggered
+// configs=[...]", pilot/pkg/xds/discovery.go ConfigUpdate, skipped when
+// OnlyHasConfigsOfKind(Endpoints)), which Start turns on for those releases. These are counted
+// before debouncing, so a change can count more than once; 0 still means no change but
+// endpoints reached the push queue.
 func (i *Istiod) FullPushes(ctx context.Context) (float64, error) {
+	if i.Release.PushContextEveryPush() {
+		return float64(strings.Count(i.Log(), nonEndpointPushLog)), nil
+	}
 	return i.counter(ctx, "pilot_pushcontext_init_seconds_count", nil)
 }
+
+// nonEndpointPushLog is what istiod 1.31 logs (scope "push", debug) for a push request that
+// carries a config other than endpoints.
+const nonEndpointPushLog = "push triggered configs="
 
 // InboundUpdates is pilot_inbound_updates{type=typ}: "config" (every push request, full or not:
 // pilot/pkg/xds/discovery.go:311), "eds" (endpoint updates, eds.go:50,73), "svc" (service
@@ -241,6 +257,10 @@ func (i *Istiod) PushCounters(ctx context.Context) (PushCounters, error) {
 		if *f.dst, err = get(f.name, f.labels); err != nil {
 			return PushCounters{}, err
 		}
+	}
+	if i.Release.PushContextEveryPush() {
+		// Read after the scrape, so a push request the scrape reflects is counted.
+		c.FullPushes = float64(strings.Count(i.Log(), nonEndpointPushLog))
 	}
 	return c, nil
 }

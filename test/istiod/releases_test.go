@@ -7,6 +7,17 @@ import (
 	"testing"
 )
 
+func TestNeedsKubernetes(t *testing.T) {
+	for name, want := range map[string]bool{
+		"1.29.2": false, "1.29-mine": false, "1.30.0": true, "1.31-dev": true, "1.31": true,
+		"2.0": false, "mine": false, "1.": false, "1.x": false,
+	} {
+		if got := (Release{Name: name}).NeedsKubernetes(); got != want {
+			t.Errorf("Release{%q}.NeedsKubernetes() = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestResolveReleases(t *testing.T) {
 	dir := t.TempDir()
 	exe := func(name string) string {

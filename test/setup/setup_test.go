@@ -381,3 +381,40 @@ func TestEurekaProxyUnreachable(t *testing.T) {
 	}
 	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "could not be reached", "retry later", "GALLEON_POLARIS_BIN")
 }
+
+// scripts/kube.sh builds four tools from three committed modules; each fails the same way.
+func TestKubeToolsFailures(t *testing.T) {
+	for _, tc := range []struct{ tool, env, module string }{
+		{"kube-apiserver", "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver from k8s.io/kubernetes@v1.35.4"},
+		{"kubectl", "GALLEON_KUBECTL_BIN", "kubectl from k8s.io/kubernetes@v1.35.4"},
+		{"etcd", "GALLEON_ETCD_BIN", "etcd from go.etcd.io/etcd/server/v3@v3.6.16"},
+		{"helm", "GALLEON_HELM_BIN", "helm from helm.sh/helm/v3@v3.22.0"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			missing := filepath.Join(t.TempDir(), tc.tool)
+			stderr, code := run(t, "kube.sh", []string{"build", tc.tool}, tc.env+"="+missing)
+			if code != 1 {
+				t.Errorf("bad override: exit %d, want 1", code)
+			}
+			wantAll(t, errorLine(t, stderr, "kube.sh: "), tc.env+"="+missing, "does not exist", "point it at a "+tc.tool+" binary")
+
+			url, infos, total := refusingProxy(t)
+			stderr, code = run(t, "kube.sh", []string{"build", tc.tool}, "GOPROXY="+url)
+			if code != 1 {
+				t.Errorf("refusing proxy: exit %d, want 1", code)
+			}
+			wantAll(t, errorLine(t, stderr, "kube.sh: "), "refused", "403", "tried: go build "+tc.module, tc.env)
+			if total.Load() == 0 {
+				t.Fatal("the proxy was never asked: the test proves nothing")
+			}
+			if n := infos.Load(); n != 0 {
+				t.Errorf("kube.sh build %s asked for %d .info/list/latest files; it must ask only for .mod and .zip", tc.tool, n)
+			}
+		})
+	}
+	stderr, code := run(t, "kube.sh", []string{"build", "kubelet"})
+	if code != 2 {
+		t.Errorf("unknown tool: exit %d, want 2", code)
+	}
+	wantAll(t, errorLine(t, stderr, "kube.sh: "), "unknown tool kubelet", "known: kube-apiserver kubectl etcd helm")
+}

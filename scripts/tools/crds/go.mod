@@ -1,0 +1,8 @@
+// Module whose only purpose is to pin, with a committed go.sum, the upstream module that ships
+// the Prometheus Operator's ServiceMonitor CRD the deploy tests apply before the chart's
+// ServiceMonitor (scripts/kube.sh build crds). Nothing here is compiled.
+module galleon-crds
+
+go 1.25
+
+require github.com/prometheus-operator/prometheus-operator v0.85.0
