@@ -83,11 +83,7 @@ regen() {
 		echo
 		echo "require $CONSUL_MODULE v$CONSUL_VERSION"
 		echo
-		awk '
-			/^(require|exclude) \($/ { inblk = 1; print; next }
-			inblk { print; if ($0 ~ /^\)/) { inblk = 0; print "" } ; next }
-			/^(require|exclude) [^(]/ { print; next }
-		' "$mod"
+		galleon_gomod_blocks "$mod"
 	} >"$TOOLS_DIR/go.mod"
 	rm -f "$TOOLS_DIR/go.sum"
 	(cd "$TOOLS_DIR" && GOFLAGS=-mod=mod go build -o "$tmp/consul" "$CONSUL_MODULE")

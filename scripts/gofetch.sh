@@ -183,6 +183,17 @@ galleon_gomod_require() {
 		awk -v m="\"$2\"" '$1 == "\"Path\":" && $2 == m"," { found = 1; next } found && $1 == "\"Version\":" { gsub(/[",]/, "", $2); print $2; exit }'
 }
 
+# galleon_gomod_blocks GOMOD prints the require and exclude directives of a go.mod file (blocks
+# and single lines), each block followed by a blank line: what a wrapper module copies from the
+# upstream module it builds (scripts/consul.sh, scripts/kube.sh regen).
+galleon_gomod_blocks() {
+	awk '
+		/^(require|exclude) \($/ { inblk = 1; print; next }
+		inblk { print; if ($0 ~ /^\)/) { inblk = 0; print "" } ; next }
+		/^(require|exclude) [^(]/ { print; next }
+	' "$1"
+}
+
 # galleon_env_binary SCRIPT VAR TOOL prints $VAR if it names an executable file and returns 0;
 # returns 1 if VAR is unset; exits with one line saying what to fix if it is set to anything else.
 galleon_env_binary() {

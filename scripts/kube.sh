@@ -16,7 +16,7 @@
 # turned into published versions (Kubernetes' staging modules at v0.X.Y of the same release). With
 # go.sum committed, `build` asks the proxy only for .mod and .zip files (scripts/gofetch.sh).
 # GALLEON_KUBE_APISERVER_BIN, GALLEON_KUBECTL_BIN, GALLEON_ETCD_BIN and GALLEON_HELM_BIN skip a build. Cached at
-# $(scripts/cache-dir.sh bin TOOL VERSION). Cold builds on 2 cores: docs/deploy-tests.md.
+# $(scripts/cache-dir.sh bin TOOL VERSION). Cold build times on 2 cores: README.md, Quick start.
 set -euo pipefail
 
 KUBE_VERSION=1.35.4
@@ -116,11 +116,7 @@ regen() {
 		echo
 		echo "require $MODULE v$VERSION"
 		echo
-		awk '
-			/^(require|exclude) \($/ { inblk = 1; print; next }
-			inblk { print; if ($0 ~ /^\)/) { inblk = 0; print "" } ; next }
-			/^(require|exclude) [^(]/ { print; next }
-		' "$mod"
+		galleon_gomod_blocks "$mod"
 		if [[ "$MODULE" == k8s.io/kubernetes ]]; then
 			# k8s.io/api => ./staging/src/k8s.io/api becomes k8s.io/api => k8s.io/api v0.35.x.
 			echo "replace ("
