@@ -30,20 +30,34 @@ func dialer(incremental bool) benchtest.Dial {
 	}
 }
 
+// startFloor serves the same data set from benchtest's null source: the
+// full-state floor, what moving the full state to the sinks costs by itself.
+func startFloor(b *testing.B) *loadtest.BenchEnv {
+	return benchtest.StartFloorMCP(b, mcp.ServiceEntries)
+}
+
 // BenchmarkInstanceChange measures one instance of one service changing,
 // from the registry report to every sink holding the new version, for sinks
-// asking for incremental updates and for full-state sinks.
+// asking for incremental updates and for full-state sinks. Each full-floor
+// variant runs the full one's loop against the null source, so
+// -bench 'InstanceChange/full' prints the two side by side.
 func BenchmarkInstanceChange(b *testing.B) {
 	for _, c := range []struct {
-		incremental bool
-		sinks       int
-	}{{true, loadtest.BenchSinks}, {false, loadtest.BenchSinks}, {true, 1}, {false, 1}} {
-		mode := "full"
+		incremental, floor bool
+		sinks              int
+	}{
+		{true, false, loadtest.BenchSinks}, {false, false, loadtest.BenchSinks}, {false, true, loadtest.BenchSinks},
+		{true, false, 1}, {false, false, 1}, {false, true, 1},
+	} {
+		mode, startEnv := "full", start
 		if c.incremental {
 			mode = "incremental"
 		}
+		if c.floor {
+			mode, startEnv = "full-floor", startFloor
+		}
 		b.Run(fmt.Sprintf("%s-%dsinks", mode, c.sinks), func(b *testing.B) {
-			benchtest.InstanceChange(b, start(b), dialer(c.incremental), c.sinks, func(a loadtest.Arrival) error {
+			benchtest.InstanceChange(b, startEnv(b), dialer(c.incremental), c.sinks, func(a loadtest.Arrival) error {
 				if a.Incremental != c.incremental {
 					return fmt.Errorf("incremental response %v, want %v", a.Incremental, c.incremental)
 				}

@@ -34,16 +34,28 @@ func dialDelta(ctx context.Context, addr string) (*loadtest.Sink, error) {
 	return loadtest.DialDelta(ctx, addr, benchType)
 }
 
+// startFloor serves the same data set from benchtest's null source: the
+// SotW floor, what moving the full state to the sinks costs by itself.
+func startFloor(b *testing.B) *loadtest.BenchEnv { return benchtest.StartFloorSotW(b, benchType) }
+
 // BenchmarkInstanceChange measures one instance of one service changing,
-// from the registry report to every sink holding the new version.
+// from the registry report to every sink holding the new version. Each
+// sotw-floor variant runs the sotw one's loop against the null source, so
+// -bench 'InstanceChange/sotw' prints the two side by side.
 func BenchmarkInstanceChange(b *testing.B) {
 	for _, c := range []struct {
 		protocol string
+		start    func(*testing.B) *loadtest.BenchEnv
 		dial     benchtest.Dial
 		sinks    int
-	}{{"sotw", dialSotW, loadtest.BenchSinks}, {"delta", dialDelta, loadtest.BenchSinks}, {"sotw", dialSotW, 1}, {"delta", dialDelta, 1}} {
+	}{
+		{"sotw", start, dialSotW, loadtest.BenchSinks}, {"sotw-floor", startFloor, dialSotW, loadtest.BenchSinks},
+		{"delta", start, dialDelta, loadtest.BenchSinks},
+		{"sotw", start, dialSotW, 1}, {"sotw-floor", startFloor, dialSotW, 1},
+		{"delta", start, dialDelta, 1},
+	} {
 		b.Run(fmt.Sprintf("%s-%dsinks", c.protocol, c.sinks), func(b *testing.B) {
-			benchtest.InstanceChange(b, start(b), c.dial, c.sinks, nil)
+			benchtest.InstanceChange(b, c.start(b), c.dial, c.sinks, nil)
 		})
 	}
 }
