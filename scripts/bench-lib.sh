@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Helpers the benchmark scripts share (scripts/bench-eureka.sh, scripts/bench-zookeeper.sh), sourced
-# by them: output, time, processes, ports, /proc. fail reads the sourcing script's PROG and
+# by them: output, time, /proc, and scripts/proc-lib.sh's processes and ports. fail reads the sourcing script's PROG and
 # LOG_DIR and sets FAILED; step sets STEP; row appends to ROWS.
 # shellcheck disable=SC2034 # FAILED, STEP and ROWS are the sourcing script's
 
-alive() { kill -0 "$1" 2>/dev/null; }
+# shellcheck source=scripts/proc-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/proc-lib.sh"
 
 # dur_s DURATION: a Go duration (1m2.5s, 850.3ms, 12µs) in seconds, three decimals.
 dur_s() {
@@ -36,36 +37,15 @@ fail() {
 	exit 1
 }
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-		[[ "$USED_PORTS" == *" $p "* ]] && continue
-		port_in_use "$p" && continue
-		USED_PORTS+="$p "
-		printf '%s\n' "$p"
-		return
-	done
-}
-
-have() { command -v "$1" >/dev/null 2>&1; }
-
 loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
 
 # mib KB: kB as MiB, one decimal.
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB\n", k / 1024 }'; }
 
-now() { printf '%s\n' "$EPOCHREALTIME"; }
-
-# Free loopback ports: random ones below Linux's ephemeral range that nothing answers on.
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
 # proc_kb PID FIELD: a /proc/<pid>/status field (VmRSS, VmHWM) in kB.
 proc_kb() { awk -v f="$2:" '$1 == f { print $2; found = 1 } END { if (!found) exit 1 }' "/proc/$1/status"; }
 
 row() { ROWS+=("| $1 | $2 |"); }
-
-say() { printf '%s\n' "$*"; }
 
 # secs A B: B - A in seconds, two decimals.
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", b - a }'; }

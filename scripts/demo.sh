@@ -44,6 +44,10 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 export GOWORK=off
 export LC_NUMERIC=C # EPOCHREALTIME and awk: a decimal point, not a comma
+# alive, have, say, now, free_port (a free loopback port: another process may still take one
+# first; the servers are then restarted on new ports).
+# shellcheck source=scripts/proc-lib.sh
+source "$SCRIPT_DIR/proc-lib.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Output.
@@ -54,7 +58,6 @@ else
 	BOLD='' DIM='' GREEN='' RED='' CYAN='' RESET=''
 fi
 
-now() { printf '%s\n' "${EPOCHREALTIME:-$SECONDS}"; }
 START=$(now)
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 
@@ -63,13 +66,11 @@ heading() {
 	STEP=$1
 	printf '\n%s━━ %s%s\n' "$BOLD$CYAN" "$1" "$RESET"
 }
-say() { printf '%s\n' "$*"; }
 note() { printf '%s%s%s\n' "$DIM" "$*" "$RESET"; }
 ok() { printf '  %s✔%s %s\n' "$GREEN" "$RESET" "$*"; }
 indent() { sed 's/^/    /'; }
 # indent_live: indent, line by line as it comes (sed may buffer when stdout is not a terminal).
 indent_live() { local line; while IFS= read -r line; do printf '    %s\n' "$line"; done; }
-have() { command -v "$1" >/dev/null 2>&1; }
 
 # ---------------------------------------------------------------------------------------------
 # Processes and clean-up.
@@ -190,8 +191,6 @@ spawn() {
 	fi
 	printf -v "$var" '%s' "$!"
 }
-
-alive() { kill -0 "$1" 2>/dev/null; }
 
 # kill_now PID: SIGKILL, and wait (up to 5 s) until it is gone. Waiting for it as a child also
 # keeps bash from reporting it "Killed".
@@ -413,24 +412,6 @@ print_table() {
 			printf fmt, h[1], h[2], h[3], h[4]
 			for (r = 1; r <= NR; r++) printf fmt, cell[r, 1], cell[r, 2], cell[r, 3], cell[r, 4]
 		}'
-}
-
-# ---------------------------------------------------------------------------------------------
-# Free loopback ports: random ones below Linux's ephemeral range that nothing answers on. Another
-# process may still take one first; the servers are then restarted on new ports.
-
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-USED_PORTS=' '
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
-		[[ "$USED_PORTS" == *" $p "* ]] && continue
-		port_in_use "$p" && continue
-		USED_PORTS+="$p "
-		printf '%s\n' "$p"
-		return
-	done
 }
 
 # ---------------------------------------------------------------------------------------------

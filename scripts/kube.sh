@@ -125,11 +125,10 @@ regen() {
 		fi
 	} >"$MODDIR/go.mod"
 	rm -f "$MODDIR/go.sum"
-	(cd "$MODDIR" && GOFLAGS=-mod=mod go build -o "$tmp/$TOOL" "$PKG")
-	if [[ "$MODULE" == k8s.io/kubernetes ]]; then
-		# One wrapper module builds both: go.sum must cover the other one's packages too.
-		(cd "$MODDIR" && GOFLAGS=-mod=mod go build -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
-	fi
+	local pkgs=("$PKG")
+	# One wrapper module builds both: go.sum must cover both commands' packages.
+	[[ "$MODULE" == k8s.io/kubernetes ]] && pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+	(cd "$MODDIR" && GOFLAGS=-mod=mod go build -o "$tmp/" "${pkgs[@]}")
 	echo "kube.sh: regenerated ${MODDIR#"$SCRIPT_DIR"/}/go.mod and go.sum for $VERSION" >&2
 }
 

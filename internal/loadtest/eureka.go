@@ -1249,35 +1249,18 @@ const eurekaRequestsMetric = "galleon_eureka_requests_total"
 // scrapeEurekaPolls returns galleon_eureka_requests_total summed by its
 // kind label (full, delta).
 func scrapeEurekaPolls(ctx context.Context, url string) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s: give the source's --http address and /metrics", url, resp.Status)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
-	}
 	out := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		name, v, ok := parseSample(line)
-		if !ok || name != eurekaRequestsMetric {
-			continue
+	err := scrapeSamples(ctx, url, func(name string, v float64, line string) {
+		if name != eurekaRequestsMetric {
+			return
 		}
 		for _, kind := range []string{"full", "delta"} {
 			if strings.Contains(line, `kind="`+kind+`"`) {
 				out[kind] += v
 			}
 		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // RunEureka is Run against a source serving a Eureka registry written by

@@ -432,30 +432,37 @@ func scrapeRSS(ctx context.Context, url string, rep *Report) error {
 // scrapeSums reads a Prometheus text endpoint and returns, for every
 // metric name, the sum of its samples over all label sets.
 func scrapeSums(ctx context.Context, url string) (map[string]float64, error) {
+	sums := map[string]float64{}
+	err := scrapeSamples(ctx, url, func(name string, v float64, _ string) { sums[name] += v })
+	return sums, err
+}
+
+// scrapeSamples reads a Prometheus text endpoint (a source's --http
+// /metrics) and calls each with every sample: its name, value and whole line.
+func scrapeSamples(ctx context.Context, url string, each func(name string, v float64, line string)) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s: give the source's --http address and /metrics", url, resp.Status)
+		return fmt.Errorf("%s answered %s: give the source's --http address and /metrics", url, resp.Status)
 	}
-	sums := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if name, v, ok := parseSample(sc.Text()); ok {
-			sums[name] += v
+			each(name, v, sc.Text())
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", url, err)
+		return fmt.Errorf("reading %s: %w", url, err)
 	}
-	return sums, nil
+	return nil
 }
 
 // parseSample parses one sample line of the Prometheus text format,

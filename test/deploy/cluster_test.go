@@ -20,19 +20,43 @@ import (
 	"github.com/galleon-mesh/galleon/test/kube"
 )
 
-// render runs a real tool (helm, kubectl) and returns its standard output; the test fails with
-// its standard error.
-func render(t *testing.T, env []string, bin string, args ...string) []byte {
-	t.Helper()
+// runTool runs a real tool (helm, kubectl) with env added to this process's environment and
+// returns its standard output; the error carries its standard error.
+func runTool(env []string, bin string, args ...string) ([]byte, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var errOut strings.Builder
 	cmd.Stderr = &errOut
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, errOut.String())
+		return out, fmt.Errorf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, errOut.String())
+	}
+	return out, nil
+}
+
+// render is runTool that fails the test when the tool fails.
+func render(t *testing.T, env []string, bin string, args ...string) []byte {
+	t.Helper()
+	out, err := runTool(env, bin, args...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
+}
+
+// storedContainer and storedVolume are the parts of a stored pod spec the checks read.
+type storedContainer struct {
+	Name          string    `json:"name"`
+	Args          []string  `json:"args"`
+	RestartPolicy string    `json:"restartPolicy"`
+	StartupProbe  *struct{} `json:"startupProbe"`
+}
+
+type storedVolume struct {
+	Name   string `json:"name"`
+	Secret *struct {
+		SecretName string `json:"secretName"`
+	} `json:"secret"`
 }
 
 // applied indexes what the API server stored by "Kind namespace/name".
@@ -125,10 +149,11 @@ stringData:
 		{"galleon-zookeeper", []string{"--set", "adapter.args={--log-format=json,--zk-servers=zookeeper.zk.svc:2181}"}},
 		{"galleon-eureka", []string{"--set", "adapter.args={--log-format=json,--eureka-urls=http://eureka.eureka.svc:8761/eureka}"}},
 	}
+	stored := map[string]applied{}
 	for _, a := range adapters {
 		args := append([]string{"template", a.name, chart, "-n", "galleon", "--set", "adapter.name=" + a.name, "--set", "serviceMonitor.enabled=true"}, a.args...)
-		objs := apply(t, ctx, client, "helm template "+a.name, render(t, nil, helm, args...))
-		checkStoredAdapter(t, objs, "galleon", a.name)
+		stored[a.name] = apply(t, ctx, client, "helm template "+a.name, render(t, nil, helm, args...))
+		checkStoredAdapter(t, stored[a.name], "galleon", a.name)
 	}
 
 	// TLS as the pods will see it: flags pointing at the mounted Secret's keys.
@@ -136,23 +161,13 @@ stringData:
 		Spec struct {
 			Template struct {
 				Spec struct {
-					Containers []struct {
-						Args []string `json:"args"`
-					} `json:"containers"`
-					Volumes []struct {
-						Name   string `json:"name"`
-						Secret *struct {
-							SecretName string `json:"secretName"`
-						} `json:"secret"`
-					} `json:"volumes"`
+					Containers []storedContainer `json:"containers"`
+					Volumes    []storedVolume    `json:"volumes"`
 				} `json:"spec"`
 			} `json:"template"`
 		} `json:"spec"`
 	}
-	objs := apply(t, ctx, client, "helm template galleon-file (again, unchanged)", render(t, nil, helm, "template", "galleon-file", chart, "-n", "galleon",
-		"-f", filepath.Join(root, "deploy/helm/values-bookinfo.yaml"), "--set", "tls.secretName=galleon-file-tls", "--set", "tls.clientCA=true",
-		"--set", "tls.allowedClients={spiffe://cluster.local/ns/istio-system/sa/galleonctl}", "--set", "serviceMonitor.enabled=true"))
-	objs.get(t, "Deployment galleon/galleon-file", &dep)
+	stored["galleon-file"].get(t, "Deployment galleon/galleon-file", &dep)
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	for _, want := range []string{"--tls-cert=/etc/galleon/tls/tls.crt", "--tls-key=/etc/galleon/tls/tls.key", "--tls-client-ca=/etc/galleon/tls/ca.crt",
 		"--tls-client-cert-optional", "--tls-allowed-clients=spiffe://cluster.local/ns/istio-system/sa/galleonctl"} {
@@ -160,12 +175,7 @@ stringData:
 			t.Errorf("galleon-file with tls values: args %q lack %q", args, want)
 		}
 	}
-	if !slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v struct {
-		Name   string `json:"name"`
-		Secret *struct {
-			SecretName string `json:"secretName"`
-		} `json:"secret"`
-	}) bool {
+	if !slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v storedVolume) bool {
 		return v.Secret != nil && v.Secret.SecretName == "galleon-file-tls"
 	}) {
 		t.Errorf("galleon-file with tls values: no volume mounts Secret galleon-file-tls: %+v", dep.Spec.Template.Spec.Volumes)
@@ -331,29 +341,15 @@ func checkSidecarIstiod(t *testing.T, objs applied) {
 		Spec struct {
 			Template struct {
 				Spec struct {
-					InitContainers []struct {
-						Name          string    `json:"name"`
-						RestartPolicy string    `json:"restartPolicy"`
-						StartupProbe  *struct{} `json:"startupProbe"`
-						Args          []string  `json:"args"`
-					} `json:"initContainers"`
-					Containers []struct {
-						Name string `json:"name"`
-					} `json:"containers"`
+					InitContainers []storedContainer `json:"initContainers"`
+					Containers     []storedContainer `json:"containers"`
 				} `json:"spec"`
 			} `json:"template"`
 		} `json:"spec"`
 	}
 	objs.get(t, "Deployment istio-system/istiod", &dep)
 	spec := dep.Spec.Template.Spec
-	i := slices.IndexFunc(spec.InitContainers, func(c struct {
-		Name          string    `json:"name"`
-		RestartPolicy string    `json:"restartPolicy"`
-		StartupProbe  *struct{} `json:"startupProbe"`
-		Args          []string  `json:"args"`
-	}) bool {
-		return c.Name == adapterName
-	})
+	i := slices.IndexFunc(spec.InitContainers, func(c storedContainer) bool { return c.Name == adapterName })
 	switch {
 	case i < 0:
 		t.Errorf("stored istiod Deployment has no %s init container: %+v", adapterName, spec.InitContainers)
@@ -361,11 +357,7 @@ func checkSidecarIstiod(t *testing.T, objs applied) {
 		t.Errorf("stored %s sidecar: restartPolicy %q, startup probe %v; want a native sidecar (Always) with a startup probe",
 			adapterName, spec.InitContainers[i].RestartPolicy, spec.InitContainers[i].StartupProbe != nil)
 	}
-	if !slices.ContainsFunc(spec.Containers, func(c struct {
-		Name string `json:"name"`
-	}) bool {
-		return c.Name == "discovery"
-	}) {
+	if !slices.ContainsFunc(spec.Containers, func(c storedContainer) bool { return c.Name == "discovery" }) {
 		t.Errorf("stored istiod Deployment lost istiod's own container (discovery): %+v", spec.Containers)
 	}
 	var mesh struct {

@@ -1339,14 +1339,8 @@ func TestHelmChart(t *testing.T) {
 	root := repoRoot(t)
 	chart := filepath.Join(root, "deploy/helm/galleon")
 	run := func(args ...string) (string, error) {
-		cmd := exec.Command(helm, args...)
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		if err != nil {
-			return out.String(), fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
-		}
-		return out.String(), nil
+		out, err := runTool(nil, helm, args...)
+		return string(out), err
 	}
 	if out, err := run("lint", "--strict", chart, "-f", filepath.Join(root, "deploy/helm/values-bookinfo.yaml")); err != nil {
 		t.Errorf("%v\n%s", err, out)
@@ -1402,13 +1396,8 @@ func TestHelmChart(t *testing.T) {
 // scripts/kube.sh builds) and checks every object lands in istio-system.
 func TestKustomizeBuild(t *testing.T) {
 	kubectl := kube.Kubectl(t)
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(repoRoot(t), "deploy/kubernetes/standalone"))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("kubectl kustomize: %v\n%s", err, errOut.String())
-	}
-	objs := decodeAll(t, "kubectl kustomize standalone", out.Bytes())
+	out := render(t, nil, kubectl, "kustomize", filepath.Join(repoRoot(t), "deploy/kubernetes/standalone"))
+	objs := decodeAll(t, "kubectl kustomize standalone", out)
 	for _, o := range objs {
 		if o.namespace != "istio-system" {
 			t.Errorf("%s: namespace %q, want istio-system", o, o.namespace)

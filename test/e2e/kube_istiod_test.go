@@ -48,6 +48,22 @@ func readmeConfigSources(t *testing.T) []string {
 	return out
 }
 
+// externalServiceEntry is a ServiceEntry of namespace k8s-e2e for one external TLS host, as YAML.
+func externalServiceEntry(name, host string) string {
+	return fmt.Sprintf(`apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata:
+  name: %s
+  namespace: k8s-e2e
+spec:
+  hosts: [%s]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  ports:
+  - {number: 443, name: tls, protocol: TLS}
+`, name, host)
+}
+
 // TestKubernetesAndGalleonToIstiod runs istiod the way the README deploys it: with its
 // Kubernetes registry on a real API server (Istio's CRDs applied from the istio module's own CRD
 // file) and the README's mesh config, `k8s://` and Galleon's `xds://` side by side. A ServiceEntry
@@ -63,7 +79,7 @@ func testKubernetesAndGalleonToIstiod(t *testing.T, rel istiod.Release) {
 	defer cancel()
 
 	sources := readmeConfigSources(t)
-	if !slices.Equal(sources[:min(len(sources), 1)], []string{"k8s://"}) || len(sources) != 2 || !strings.HasPrefix(sources[1], "xds://") {
+	if len(sources) != 2 || sources[0] != "k8s://" || !strings.HasPrefix(sources[1], "xds://") {
 		t.Fatalf("README.md's configSources are %q; this test expects k8s:// then one xds:// address", sources)
 	}
 
@@ -78,18 +94,7 @@ kind: Namespace
 metadata:
   name: k8s-e2e
 ---
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: payments-api
-  namespace: k8s-e2e
-spec:
-  hosts: [payments.example.com]
-  location: MESH_EXTERNAL
-  resolution: DNS
-  ports:
-  - {number: 443, name: tls, protocol: TLS}
----
+`+externalServiceEntry("payments-api", "payments.example.com")+`---
 apiVersion: v1
 kind: Service
 metadata:
@@ -183,18 +188,7 @@ spec:
 	}
 
 	// A ServiceEntry created in the API server while istiod runs arrives too, and Galleon's stay.
-	if _, err := client.ApplyYAML(ctx, []byte(`apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata:
-  name: ledger-api
-  namespace: k8s-e2e
-spec:
-  hosts: [ledger.example.com]
-  location: MESH_EXTERNAL
-  resolution: DNS
-  ports:
-  - {number: 443, name: tls, protocol: TLS}
-`), "galleon-e2e"); err != nil {
+	if _, err := client.ApplyYAML(ctx, []byte(externalServiceEntry("ledger-api", "ledger.example.com")), "galleon-e2e"); err != nil {
 		t.Fatal(err)
 	}
 	waitForServiceEntries(t, ctx, ist, "a ServiceEntry created in the API server", func(ses map[string]serviceEntry) string {

@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +87,12 @@ type Istiod struct {
 	MonitoringAddr string // /metrics, /debug/*
 
 	client *http.Client
+	// pushLog is how far nonEndpointPushes has read the log, and what it counted there.
+	pushLog struct {
+		mu     sync.Mutex
+		offset int64
+		count  int
+	}
 }
 
 // Start runs istiod and waits until it serves (by default: until it has synced its config

@@ -44,18 +44,9 @@ func PrepareCluster(t testing.TB, c *kube.Cluster, rel Release) {
 // module cache, for the istio.io/istio version rel was built from: its known module version, or
 // the version this test module compiles when rel is not one this repository pins.
 func CRDFile(rel Release) (string, error) {
-	version := ""
-	for v, name := range knownModuleVersions {
-		if name == rel.Name {
-			version = v
-		}
-	}
+	version := moduleVersionOf(rel.Name)
 	if version == "" {
-		for v, name := range knownModuleVersions {
-			if name == CompiledRelease() {
-				version = v
-			}
-		}
+		version = moduleVersionOf(CompiledRelease())
 	}
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
@@ -66,4 +57,15 @@ func CRDFile(rel Release) (string, error) {
 		return "", fmt.Errorf("the CRDs of istiod %s: %w: build that istiod first (scripts/istiod.sh build %s), which downloads its module", rel.Name, err, rel.Name)
 	}
 	return path, nil
+}
+
+// moduleVersionOf is the istio.io/istio version this repository pins for a release name, or ""
+// (the inverse of knownModuleVersions).
+func moduleVersionOf(release string) string {
+	for v, name := range knownModuleVersions {
+		if name == release {
+			return v
+		}
+	}
+	return ""
 }

@@ -198,9 +198,23 @@ func (i *Istiod) counter(ctx context.Context, name string, labels map[string]str
 // endpoints reached the push queue.
 func (i *Istiod) FullPushes(ctx context.Context) (float64, error) {
 	if i.Release.PushContextEveryPush() {
-		return float64(strings.Count(i.Log(), nonEndpointPushLog)), nil
+		return i.nonEndpointPushes(), nil
 	}
 	return i.counter(ctx, "pilot_pushcontext_init_seconds_count", nil)
+}
+
+// nonEndpointPushes counts nonEndpointPushLog lines in the log, reading only what was logged
+// since the last call: complete lines are counted once, a line still being written waits for the
+// next call.
+func (i *Istiod) nonEndpointPushes() float64 {
+	i.pushLog.mu.Lock()
+	defer i.pushLog.mu.Unlock()
+	added := i.LogSince(i.pushLog.offset)
+	if end := strings.LastIndexByte(added, '\n'); end >= 0 {
+		i.pushLog.count += strings.Count(added[:end+1], nonEndpointPushLog)
+		i.pushLog.offset += int64(end + 1)
+	}
+	return float64(i.pushLog.count)
 }
 
 // nonEndpointPushLog is what istiod 1.31 logs (scope "push", debug) for a push request that
@@ -260,7 +274,7 @@ func (i *Istiod) PushCounters(ctx context.Context) (PushCounters, error) {
 	}
 	if i.Release.PushContextEveryPush() {
 		// Read after the scrape, so a push request the scrape reflects is counted.
-		c.FullPushes = float64(strings.Count(i.Log(), nonEndpointPushLog))
+		c.FullPushes = i.nonEndpointPushes()
 	}
 	return c, nil
 }

@@ -183,15 +183,6 @@ func (k *Client) Create(ctx context.Context, o *unstructured.Unstructured) (*uns
 	return got, nil
 }
 
-// Delete deletes one object (kind and names as in o).
-func (k *Client) Delete(ctx context.Context, o *unstructured.Unstructured) error {
-	r, err := k.resource(o)
-	if err != nil {
-		return err
-	}
-	return r.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
-}
-
 func (k *Client) waitEstablished(ctx context.Context, name string) error {
 	crds := k.Dynamic.Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

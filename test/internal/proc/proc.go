@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -117,13 +118,22 @@ func (p *Process) LogOffset() int64 {
 	return st.Size()
 }
 
-// LogSince returns what was logged after offset (see LogOffset).
+// LogSince returns what was logged after offset (see LogOffset). It reads only that part of the
+// file, so polling a growing log with it costs what was added, not the whole log.
 func (p *Process) LogSince(offset int64) string {
-	b, _ := os.ReadFile(p.LogPath)
-	if offset < 0 || offset > int64(len(b)) {
+	if offset < 0 {
 		return ""
 	}
-	return string(b[offset:])
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }
 
 // Tail returns the last n lines of the log, framed for a test log. PEM blocks (istiod logs its
