@@ -42,7 +42,7 @@ if ! [[ "$nice_level" =~ ^[0-9]+$ ]] || ((nice_level > 19)); then
 fi
 
 # Every job runs in a session of its own (setsid) so that stopping it stops the go build and the
-# compilers under it. Without setsid there is no clean way to do that: run the command alone.
+# compilers under it. The session's autogroup is given the same nice level (see the job below). Without setsid there is no clean way to do that: run the command alone.
 if [[ "${BACKGROUND_JOBS:-on}" == off ]] || ! command -v setsid >/dev/null 2>&1; then
 	exec "$@"
 fi
@@ -68,6 +68,9 @@ for i in "${!jobs_[@]}"; do
 	setsid bash -c '
 		job=$1 log=$2 nice_level=$3
 		start=$SECONDS
+		# A new session is a new scheduling autogroup on Linux, and nice counts only within
+		# one: without this line the jobs got as much CPU as the whole foreground.
+		echo "$nice_level" 2>/dev/null >/proc/self/autogroup || true
 		if nice -n "$nice_level" bash -c "$job" >"$log" 2>&1; then
 			echo "background: $job: done in $((SECONDS - start)) s" >&2
 			rm -f "$log"

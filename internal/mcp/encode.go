@@ -37,16 +37,41 @@ func nonceOf(seq uint64) string { return strconv.FormatUint(seq, 10) }
 // keys of package xds.
 type fullKey struct{ collection string }
 
+// fullState is what fullEncoded memoises per version: the message, and the
+// body the next version builds on.
+type fullState struct {
+	msg  *wireMessage
+	body *grpcwire.FullState
+}
+
+// resourcesElement writes a resource as a Resources `resources` element: a
+// tag and length, then its pre-marshalled istio.mcp.v1alpha1.Resource.
+type resourcesElement struct{}
+
+func (resourcesElement) Size(r *snapshot.Resource) int {
+	return protowire.SizeTag(fieldResources) + protowire.SizeBytes(len(r.MCP()))
+}
+
+func (resourcesElement) Append(dst []byte, r *snapshot.Resource) []byte {
+	dst = protowire.AppendTag(dst, fieldResources, protowire.BytesType)
+	return protowire.AppendBytes(dst, r.MCP())
+}
+
 // fullEncoded returns the full-state Resources message of a collection
 // version under a collection name, encoding it on first use: the header
-// (version, collection, nonce) and each resource as a `resources` element
-// whose body is the resource's pre-marshalled istio.mcp.v1alpha1.Resource.
-// Every stream shares the result.
+// (version, collection, nonce) and each resource as a `resources` element.
+// Every stream shares the result, and the next version shares the chunks of
+// its body that did not change (grpcwire.FullState).
 func fullEncoded(col *snapshot.Collection, collection string) *wireMessage {
-	return col.Memo(fullKey{collection}, func() any {
+	return col.MemoFrom(fullKey{collection}, func(prev any) any {
+		var prevBody *grpcwire.FullState
+		if p, ok := prev.(*fullState); ok {
+			prevBody = p.body
+		}
+		body := grpcwire.BuildFullState(prevBody, col.Resources(), resourcesElement{})
 		header := encodeHeader(col.Version, collection, nonceOf(col.Seq), false, nil)
-		return encodeResources(header, col.Resources())
-	}).(*wireMessage)
+		return &fullState{msg: body.Message(header), body: body}
+	}).(*fullState).msg
 }
 
 // incrementalEncoded builds an incremental Resources message for one stream.

@@ -385,9 +385,9 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		w.kind, w.known = KindOf(req.Collection)
 		if req.Incremental && len(req.InitialResourceVersions) > 0 && w.known {
 			// A sink resuming: the first response holds only what it lacks.
-			w.held = snapshot.Holdings{Versions: make(map[string]string, len(req.InitialResourceVersions))}
+			w.held = snapshot.Holdings{}
 			for name, version := range req.InitialResourceVersions {
-				w.held.Versions[name] = version
+				w.held.Hold(name, version)
 			}
 			w.synced = true
 		}
@@ -469,10 +469,7 @@ func (s *Server) push(st *streamState, w *watch, snap *snapshot.Snapshot) error 
 	if !w.incremental || !w.synced {
 		msg := fullEncoded(col, w.collection)
 		if w.incremental {
-			w.held = snapshot.Holdings{Versions: make(map[string]string, col.Len()), Seq: col.Seq}
-			for _, r := range col.Resources() {
-				w.held.Versions[r.Name] = r.Version
-			}
+			w.held = snapshot.HoldingAll(col)
 			w.synced = true
 		}
 		s.checkSize(col.Version, w.collection, msg.Size)

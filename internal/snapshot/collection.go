@@ -49,10 +49,27 @@ type Collection struct {
 
 	memoMu sync.Mutex
 	memo   map[any]any
+	// lineage is shared by this collection and every version made from it
+	// (not by a view's collections, which have their own): what MemoFrom
+	// hands a newer version to build on.
+	lineage *lineage
+}
+
+// lineage keeps, per memo key, the newest value built by any version of one
+// collection. It holds one value per key, so it stays as small as one
+// version's encodings however many versions there were.
+type lineage struct {
+	mu   sync.Mutex
+	last map[any]lineageValue
+}
+
+type lineageValue struct {
+	seq   uint64
+	value any
 }
 
 func newCollection(kind Kind) *Collection {
-	c := &Collection{Kind: kind}
+	c := &Collection{Kind: kind, lineage: &lineage{}}
 	c.Version = c.contentVersion()
 	return c
 }
@@ -128,6 +145,30 @@ func (c *Collection) Memo(key any, build func() any) any {
 	return v
 }
 
+// MemoFrom is Memo for encodings that can build on an older one: build
+// also gets the newest value built under key by an earlier (or, when streams
+// lag, a later) version of this collection, or nil. Whatever build reuses
+// from it must be checked against this version's resources: it may come
+// from any version.
+func (c *Collection) MemoFrom(key any, build func(prev any) any) any {
+	return c.Memo(key, func() any {
+		l := c.lineage
+		l.mu.Lock()
+		prev := l.last[key]
+		l.mu.Unlock()
+		v := build(prev.value)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if cur, ok := l.last[key]; !ok || cur.seq <= c.Seq {
+			if l.last == nil {
+				l.last = map[any]lineageValue{}
+			}
+			l.last[key] = lineageValue{seq: c.Seq, value: v}
+		}
+		return v
+	})
+}
+
 func (c *Collection) contentVersion() string {
 	// The count is folded in so that the empty set and a set whose hashes
 	// cancel out cannot share a version.
@@ -173,7 +214,7 @@ func (c *Collection) with(seq uint64, upserts map[string]*Resource, removes map[
 		return c
 	}
 	diff := &Diff{FromSeq: c.Seq, ToSeq: seq}
-	next := &Collection{Kind: c.Kind, Seq: seq, byName: c.byName.cloneFor(upserts, removes), xor: c.xor}
+	next := &Collection{Kind: c.Kind, Seq: seq, byName: c.byName.cloneFor(upserts, removes), xor: c.xor, lineage: c.lineage}
 	for n := range removes {
 		next.xor ^= c.Get(n).hash
 		next.byName.delete(n)

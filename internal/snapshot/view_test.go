@@ -140,3 +140,47 @@ func TestViewEqualsFilterRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoFromFollowsOneLineage checks what MemoFrom hands a build: nothing
+// for the first version, the newest value built by an earlier version of the
+// same collection, never a view's (which has a lineage of its own), and no
+// older value over a newer one when a lagging reader builds late.
+func TestMemoFromFollowsOneLineage(t *testing.T) {
+	s, _ := newTestStore()
+	view := s.NewView(teamIs("a"))
+	type key struct{}
+	build := func(col *Collection) any {
+		var got any = "unset"
+		col.MemoFrom(key{}, func(prev any) any {
+			got = prev
+			return fmt.Sprintf("built at %d", col.Seq)
+		})
+		return got
+	}
+	snap1, _ := mustApply(t, s, true, seIn("ns/a1", "x", "a"))
+	v1 := snap1.Collection(ServiceEntry)
+	if got := build(v1); got != nil {
+		t.Fatalf("first version: prev = %v, want nil", got)
+	}
+	if got := build(view.Current().Collection(ServiceEntry)); got != nil {
+		t.Fatalf("a view's first version: prev = %v, want nil (not the store's)", got)
+	}
+	snap2, _ := mustApply(t, s, true, seIn("ns/a1", "y", "a"))
+	snap3, _ := mustApply(t, s, true, seIn("ns/a1", "z", "a"))
+	v2, v3 := snap2.Collection(ServiceEntry), snap3.Collection(ServiceEntry)
+	if got := build(v3); got != "built at 1" {
+		t.Fatalf("third version: prev = %v, want the first's", got)
+	}
+	// v2 builds after v3: it gets v3's value, and does not replace it.
+	if got := build(v2); got != "built at 3" {
+		t.Fatalf("a lagging version: prev = %v, want the newest", got)
+	}
+	snap4, _ := mustApply(t, s, true, seIn("ns/a1", "w", "a"))
+	if got := build(snap4.Collection(ServiceEntry)); got != "built at 3" {
+		t.Fatalf("after a lagging build: prev = %v, want the newest (3)", got)
+	}
+	// Memo still builds once per version.
+	if got := build(v3); got != "unset" {
+		t.Fatalf("second MemoFrom on one version built again (prev %v)", got)
+	}
+}

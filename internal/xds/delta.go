@@ -95,7 +95,6 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 		w = &deltaWatch{
 			typeURL: req.TypeUrl,
 			names:   map[string]struct{}{},
-			held:    snapshot.Holdings{Versions: map[string]string{}},
 			recheck: map[string]struct{}{},
 		}
 		w.kind, w.known = KindOf(req.TypeUrl)
@@ -103,7 +102,7 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 		// subscription; "*" asks for it explicitly alongside names.
 		w.wildcard = len(req.ResourceNamesSubscribe) == 0
 		for name, version := range req.InitialResourceVersions {
-			w.held.Versions[name] = version
+			w.held.Hold(name, version)
 		}
 		w.resumed = len(req.InitialResourceVersions)
 		watches[req.TypeUrl] = w
@@ -124,16 +123,15 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 	for _, name := range req.ResourceNamesUnsubscribe {
 		if name == "*" {
 			w.wildcard = false
-			for held := range w.held.Versions {
-				if _, named := w.names[held]; !named {
-					delete(w.held.Versions, held)
-				}
-			}
+			w.held.Retain(func(name string) bool {
+				_, named := w.names[name]
+				return named
+			})
 			continue
 		}
 		delete(w.names, name)
 		if !w.wildcard {
-			delete(w.held.Versions, name)
+			w.held.Drop(name)
 		}
 	}
 	if req.ResponseNonce == "" || created != nil || !w.sent {
@@ -184,7 +182,14 @@ func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.S
 	}
 	*nonces++
 	nonce := strconv.FormatUint(*nonces, 10)
-	msg := deltaEncoded(version, w.typeURL, nonce, changed, removed)
+	var msg *encodedMessage
+	if w.known && len(removed) == 0 && len(changed) > 0 && len(changed) == snap.Collection(w.kind).Len() {
+		// Everything, as on a wildcard stream's first push: every stream
+		// shares one body, only the header is its own.
+		msg = deltaFull(snap.Collection(w.kind)).Message(deltaHeader(version, w.typeURL, nonce, nil))
+	} else {
+		msg = deltaEncoded(version, w.typeURL, nonce, changed, removed)
+	}
 	if err := send(msg); err != nil {
 		return err
 	}
@@ -208,17 +213,7 @@ const (
 // deltaEncoded builds a DeltaDiscoveryResponse from the resources' shared,
 // pre-encoded bytes: only the small header is new per stream.
 func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, removed []string) *encodedMessage {
-	header := make([]byte, 0, len(version)+len(typeURL)+len(nonce)+16)
-	header = protowire.AppendTag(header, fieldDeltaSystemVersion, protowire.BytesType)
-	header = protowire.AppendString(header, version)
-	header = protowire.AppendTag(header, fieldDeltaTypeURL, protowire.BytesType)
-	header = protowire.AppendString(header, typeURL)
-	header = protowire.AppendTag(header, fieldDeltaNonce, protowire.BytesType)
-	header = protowire.AppendString(header, nonce)
-	for _, name := range removed {
-		header = protowire.AppendTag(header, fieldDeltaRemoved, protowire.BytesType)
-		header = protowire.AppendString(header, name)
-	}
+	header := deltaHeader(version, typeURL, nonce, removed)
 	buffers := make(mem.BufferSlice, 0, 1+2*len(changed))
 	buffers = append(buffers, mem.SliceBuffer(header))
 	size := len(header)
@@ -230,6 +225,52 @@ func deltaEncoded(version, typeURL, nonce string, changed []*snapshot.Resource, 
 	return &encodedMessage{Buffers: buffers, Size: size}
 }
 
+func deltaHeader(version, typeURL, nonce string, removed []string) []byte {
+	n := len(version) + len(typeURL) + len(nonce) + 16
+	for _, name := range removed {
+		n += len(name) + 4
+	}
+	header := make([]byte, 0, n)
+	header = protowire.AppendTag(header, fieldDeltaSystemVersion, protowire.BytesType)
+	header = protowire.AppendString(header, version)
+	header = protowire.AppendTag(header, fieldDeltaTypeURL, protowire.BytesType)
+	header = protowire.AppendString(header, typeURL)
+	header = protowire.AppendTag(header, fieldDeltaNonce, protowire.BytesType)
+	header = protowire.AppendString(header, nonce)
+	for _, name := range removed {
+		header = protowire.AppendTag(header, fieldDeltaRemoved, protowire.BytesType)
+		header = protowire.AppendString(header, name)
+	}
+	return header
+}
+
+type deltaFullKey struct{}
+
+// deltaElement writes a resource as a DeltaDiscoveryResponse `resources`
+// element: its pre-encoded prefix (name, version) and Any.
+type deltaElement struct{}
+
+func (deltaElement) Size(r *snapshot.Resource) int {
+	prefix, body := r.DeltaEntry()
+	return len(prefix) + len(body)
+}
+
+func (deltaElement) Append(dst []byte, r *snapshot.Resource) []byte {
+	prefix, body := r.DeltaEntry()
+	return append(append(dst, prefix...), body...)
+}
+
+// deltaFull returns every resource of a collection as Delta response
+// elements, built once per version and shared by every stream that is sent
+// everything (wildcard streams connecting, or catching up from nothing).
+// The next version shares its unchanged chunks (grpcwire.FullState).
+func deltaFull(col *snapshot.Collection) *grpcwire.FullState {
+	return col.MemoFrom(deltaFullKey{}, func(prev any) any {
+		p, _ := prev.(*grpcwire.FullState)
+		return grpcwire.BuildFullState(p, col.Resources(), deltaElement{})
+	}).(*grpcwire.FullState)
+}
+
 // deltaChanges returns what the client lacks and records it as sent. A
 // client that named a resource we do not have (and is not a wildcard
 // subscriber) is told so with a removal, so it need not wait for it.
@@ -238,7 +279,7 @@ func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.
 	if !w.wildcard {
 		for name := range w.recheck {
 			_, named := w.names[name]
-			if _, held := w.held.Versions[name]; named && !held && col.Get(name) == nil {
+			if _, held := w.held.Version(name); named && !held && col.Get(name) == nil {
 				absent = append(absent, name)
 			}
 		}

@@ -168,23 +168,38 @@ func nonceOf(seq uint64) string { return strconv.FormatUint(seq, 10) }
 
 type sotwKey struct{ typeURL string }
 
+// sotwFull is what sotwEncoded memoises per version: the message, and the
+// body the next version builds on.
+type sotwFull struct {
+	msg  *encodedMessage
+	body *grpcwire.FullState
+}
+
+// sotwElement writes a resource as a DiscoveryResponse `resources` element:
+// its pre-encoded entry, marshalled once when the resource was made.
+type sotwElement struct{}
+
+func (sotwElement) Size(r *snapshot.Resource) int { return len(r.ResponseEntry()) }
+
+func (sotwElement) Append(dst []byte, r *snapshot.Resource) []byte {
+	return append(dst, r.ResponseEntry()...)
+}
+
 // sotwEncoded returns the full-state response of a collection for a type
 // URL, encoding it on first use: the header (version, type URL, nonce) and
-// then each resource's pre-encoded entry. Every stream shares the result.
+// then every resource's entry. Every stream shares the result, and the next
+// version shares the chunks of its body that did not change
+// (grpcwire.FullState).
 func sotwEncoded(col *snapshot.Collection, typeURL string) *encodedMessage {
-	return col.Memo(sotwKey{typeURL}, func() any {
-		resources := col.Resources()
-		header := encodeHeader(col.Version, typeURL, nonceOf(col.Seq))
-		buffers := make(mem.BufferSlice, 0, len(resources)+1)
-		buffers = append(buffers, mem.SliceBuffer(header))
-		size := len(header)
-		for _, r := range resources {
-			e := r.ResponseEntry()
-			buffers = append(buffers, mem.SliceBuffer(e))
-			size += len(e)
+	return col.MemoFrom(sotwKey{typeURL}, func(prev any) any {
+		var prevBody *grpcwire.FullState
+		if p, ok := prev.(*sotwFull); ok {
+			prevBody = p.body
 		}
-		return &encodedMessage{Buffers: buffers, Size: size}
-	}).(*encodedMessage)
+		body := grpcwire.BuildFullState(prevBody, col.Resources(), sotwElement{})
+		header := encodeHeader(col.Version, typeURL, nonceOf(col.Seq))
+		return &sotwFull{msg: body.Message(header), body: body}
+	}).(*sotwFull).msg
 }
 
 // emptyVersion is the version of a type this server holds nothing of.
