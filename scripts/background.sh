@@ -4,14 +4,14 @@
 #
 #   scripts/background.sh 'JOB' ['JOB'...] -- CMD [ARGS...]
 #
-# `make test` uses it to start `make istiod` and `make kube` (the e2e stage's prerequisites) while
+# `make test` uses it to build Consul, polaris-server and istiod, and the Kubernetes tools, while
 # vet, lint, unit, fuzz-short and images-test run. Why: from empty caches, `make test` spends about
-# 35 of its minutes compiling third-party servers on 2 cores, and the stages before e2e leave CPU
-# idle (module downloads, single-threaded link steps, unit tests waiting on real Consul, ZooKeeper
-# and Eureka servers). The jobs are the later targets' own: each caches what it builds under a
-# flock (scripts/cache-dir.sh), so when the e2e stage gets there it finds the binaries, or waits for
-# the build in progress instead of starting a second one. A job that fails costs only time: the
-# later target runs the same build again and reports its own error.
+# 35 of its minutes compiling third-party servers on 2 cores, and the stages leave CPU idle
+# (module downloads, single-threaded link steps, tests waiting on real Consul, ZooKeeper and
+# Eureka servers). The jobs are the later targets' own: each caches what it builds under a flock
+# (scripts/cache-dir.sh), so a target that gets there finds the binary, or waits for the build in
+# progress instead of starting a second one. A job that fails costs only time: the target runs
+# the same build again and reports its own error.
 #
 # The jobs run at nice BACKGROUND_NICE (default 10), not 19: the module proxy's stall watchdog
 # (scripts/gofetch.sh) stops a go command that used less than a quarter of a second of CPU in 5 s,
