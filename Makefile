@@ -68,15 +68,7 @@ images: ## one OCI image per adapter without a container engine: an OCI layout a
 images-test: deps ## write the adapters' images and check them: user 65532, entrypoint, no shell, CA bundle, labels, size, same digest twice, the chart's default names, the binary runs from the image's files (part of make test)
 	scripts/images.sh test
 
-# make test runs these in order. The third-party servers the later stages need (consul and
-# eureka for unit, istiod and kube for e2e) start building at once in the background at a lower
-# CPU priority, in the order they are needed, so that from empty caches they compile while the
-# earlier stages leave CPU idle (scripts/background.sh; BACKGROUND_JOBS=off turns that off).
-TEST_STAGES := vet lint unit fuzz-short images-test e2e
-
-test: ## every test: static analysis, unit, protocol, fuzz (short), the images, conformance and end-to-end
-	scripts/background.sh '$(MAKE) --no-print-directory consul eureka istiod' '$(MAKE) --no-print-directory kube' -- \
-		$(MAKE) --no-print-directory $(TEST_STAGES)
+test: vet lint unit fuzz-short images-test e2e ## every test: static analysis, unit, protocol, fuzz (short), the images, conformance and end-to-end
 
 .PHONY: fresh-machine
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each

@@ -1,5 +1,5 @@
 // Package setup tests the scripts that install Galleon's third-party servers (scripts/istiod.sh,
-// scripts/consul.sh, scripts/eureka.sh, scripts/proto.sh, scripts/kube.sh, scripts/background.sh) where they fail: every failure must be one line that says
+// scripts/consul.sh, scripts/eureka.sh, scripts/proto.sh, scripts/kube.sh) where they fail: every failure must be one line that says
 // what went wrong, what was tried and what to do. They run the real scripts with an empty module
 // cache and tool cache against a module proxy that is off, unreachable or refusing.
 package setup
@@ -417,45 +417,4 @@ func TestKubeToolsFailures(t *testing.T) {
 		t.Errorf("unknown tool: exit %d, want 2", code)
 	}
 	wantAll(t, errorLine(t, stderr, "kube.sh: "), "unknown tool kubelet", "known: kube-apiserver kubectl etcd helm")
-}
-
-// TestBackgroundJobs checks scripts/background.sh, which make test uses to build the e2e stage's
-// tools while the earlier stages run: the foreground command's exit status is the script's, a job
-// still running when it ends is stopped (with what it started), a job that finished says so, and a
-// bad BACKGROUND_NICE is refused before anything starts.
-func TestBackgroundJobs(t *testing.T) {
-	dir := t.TempDir()
-	late := filepath.Join(dir, "late")
-	early := filepath.Join(dir, "early")
-	stderr, code := run(t, "background.sh", []string{
-		"sleep 0.2; touch " + early,
-		// A grandchild of the job: stopping the job must reach it too.
-		"bash -c 'sleep 8; touch " + late + "'",
-		"--", "bash", "-c", "sleep 2; exit 3",
-	})
-	if code != 3 {
-		t.Fatalf("exit %d, want the foreground's 3; stderr:\n%s", code, stderr)
-	}
-	if _, err := os.Stat(early); err != nil {
-		t.Errorf("the short job did not run: %v", err)
-	}
-	wantAll(t, stderr, "at nice 10", "touch "+early+": done in")
-	time.Sleep(8 * time.Second)
-	if _, err := os.Stat(late); err == nil {
-		t.Errorf("the job still running when the foreground ended was not stopped: it wrote %s", late)
-	}
-
-	stderr, code = run(t, "background.sh", []string{"touch " + late, "--", "true"}, "BACKGROUND_NICE=20")
-	if code != 2 {
-		t.Fatalf("BACKGROUND_NICE=20: exit %d, want 2; stderr:\n%s", code, stderr)
-	}
-	wantAll(t, errorLine(t, stderr, "background.sh:"), "BACKGROUND_NICE=20", "0 to 19")
-	if _, err := os.Stat(late); err == nil {
-		t.Error("BACKGROUND_NICE=20 was refused after a job had started")
-	}
-
-	stderr, code = run(t, "background.sh", []string{"true"})
-	if code != 2 || !strings.Contains(stderr, "usage:") {
-		t.Errorf("no command after the jobs: exit %d, stderr %q; want 2 and the usage", code, stderr)
-	}
 }
