@@ -132,31 +132,11 @@ done
 [[ -r /proc/self/stat && -r /proc/stat ]] || fail "no /proc: this script reads CPU time and memory from /proc (Linux)"
 CLK_TCK=$(getconf CLK_TCK)
 
-# stop PID [SECONDS]: SIGCONT, SIGTERM, then SIGKILL after SECONDS (default 10).
-stop() {
-	local pid=$1 grace=${2:-10} i
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-	kill -CONT "$pid" 2>/dev/null || true
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < grace * 10; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-}
 
 on_exit() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
-	((code == 130 || code == 143 || code == 129)) && interrupted=1
-	if ((code != 0 && FAILED == 0)); then
-		if ((interrupted)); then
-			printf '%s: FAILED: interrupted during "%s"\n' "$PROG" "$STEP" >&2
-		else
-			printf '%s: FAILED: during "%s" (exit %d)%s\n' "$PROG" "$STEP" "$code" \
-				"${LOG_DIR:+ (logs kept in $LOG_DIR)}" >&2
-		fi
-	fi
+	exit_report "$code" && interrupted=1
 	stop "$POLLER_PID"
 	stop "$GE_PID"
 	stop "$GEN_PID"
@@ -172,22 +152,8 @@ on_exit() {
 	exit "$code"
 }
 trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+trap_signals
 
-# spawn VAR LOG DIR CMD...: start CMD in DIR in the background, in its own session where setsid
-# exists (a Ctrl-C is then handled here), and store its pid (setsid and exec keep CMD's).
-spawn() {
-	local var=$1 log=$2 dir=$3
-	shift 3
-	if have setsid; then
-		(cd "$dir" && exec setsid "$@") >"$log" 2>&1 </dev/null &
-	else
-		(cd "$dir" && exec "$@") >"$log" 2>&1 </dev/null &
-	fi
-	printf -v "$var" '%s' "$!"
-}
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS or when
 # a process this script started exits.

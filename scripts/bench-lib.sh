@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Helpers the benchmark scripts share (scripts/bench-eureka.sh, scripts/bench-zookeeper.sh), sourced
-# by them: output, time, /proc, and scripts/proc-lib.sh's processes and ports. fail reads the sourcing script's PROG and
-# LOG_DIR and sets FAILED; step sets STEP; row appends to ROWS.
+# Helpers the benchmark scripts share (scripts/bench-eureka.sh, scripts/bench-zookeeper.sh,
+# scripts/bench-peer.sh), sourced by them: output, time, /proc, starting and stopping processes,
+# the report of an exit, and scripts/proc-lib.sh's processes and ports. fail and exit_report read
+# the sourcing script's PROG, STEP and LOG_DIR; fail sets FAILED; step sets STEP; row appends to ROWS.
 # shellcheck disable=SC2034 # FAILED, STEP and ROWS are the sourcing script's
 
 # shellcheck source=scripts/proc-lib.sh
@@ -53,4 +54,55 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f\n", b - a }'; }
 step() {
 	STEP=$1
 	printf '\n== %s\n' "$1"
+}
+
+# stop PID [SECONDS]: SIGCONT (a stopped process must hear SIGTERM), SIGTERM, then SIGKILL after
+# SECONDS (default 10).
+stop() {
+	local pid=$1 grace=${2:-10} i
+	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
+	kill -CONT "$pid" 2>/dev/null || true
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < grace * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# spawn VAR LOG DIR CMD...: start CMD in DIR in the background, in its own session where setsid
+# exists (a Ctrl-C is then handled here), and store its pid in VAR (setsid and exec keep CMD's).
+spawn() {
+	local var=$1 log=$2 dir=$3
+	shift 3
+	if have setsid; then
+		(cd "$dir" && exec setsid "$@") >"$log" 2>&1 </dev/null &
+	else
+		(cd "$dir" && exec "$@") >"$log" 2>&1 </dev/null &
+	fi
+	printf -v "$var" '%s' "$!"
+}
+
+# exit_report CODE: for the script's exit trap. Prints why the script failed unless fail already
+# said so, and returns 0 when the exit was an interruption (INT, TERM or HUP, through
+# trap_signals), 1 otherwise.
+exit_report() {
+	local code=$1 interrupted=0
+	((code == 130 || code == 143 || code == 129)) && interrupted=1
+	if ((code != 0 && FAILED == 0)); then
+		if ((interrupted)); then
+			printf '%s: FAILED: interrupted during "%s"\n' "$PROG" "$STEP" >&2
+		else
+			printf '%s: FAILED: during "%s" (exit %d)%s\n' "$PROG" "$STEP" "$code" \
+				"${LOG_DIR:+ (logs kept in $LOG_DIR)}" >&2
+		fi
+	fi
+	((interrupted))
+}
+
+# trap_signals: INT, TERM and HUP become exits with the shell's codes, so the EXIT trap runs.
+trap_signals() {
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	trap 'exit 129' HUP
 }

@@ -105,31 +105,11 @@ for tool in go curl awk sed date; do
 done
 [[ -r /proc/self/status ]] || fail "no /proc: this script reads memory from /proc/<pid>/status (Linux)"
 
-# stop PID: SIGCONT (a stopped process must hear SIGTERM), SIGTERM, then SIGKILL after 10 s.
-stop() {
-	local pid=$1 i
-	[[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null || return 0
-	kill -CONT "$pid" 2>/dev/null || true
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.1
-	done
-	kill -KILL "$pid" 2>/dev/null || true
-}
 
 on_exit() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
-	((code == 130 || code == 143 || code == 129)) && interrupted=1
-	if ((code != 0 && FAILED == 0)); then
-		if ((interrupted)); then
-			printf '%s: FAILED: interrupted during "%s"\n' "$PROG" "$STEP" >&2
-		else
-			printf '%s: FAILED: during "%s" (exit %d)%s\n' "$PROG" "$STEP" "$code" \
-				"${LOG_DIR:+ (logs kept in $LOG_DIR)}" >&2
-		fi
-	fi
+	exit_report "$code" && interrupted=1
 	stop "$GZK_PID"
 	stop "$ZK_PID"
 	if [[ -n "$TMP_DIR" ]]; then
@@ -143,22 +123,8 @@ on_exit() {
 	exit "$code"
 }
 trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
+trap_signals
 
-# spawn VAR LOG CMD...: start CMD in the background, in its own session where setsid exists (a
-# Ctrl-C is then handled here), and store its pid (setsid execs: the pid is CMD's).
-spawn() {
-	local var=$1 log=$2
-	shift 2
-	if have setsid; then
-		setsid "$@" >"$log" 2>&1 </dev/null &
-	else
-		"$@" >"$log" 2>&1 </dev/null &
-	fi
-	printf -v "$var" '%s' "$!"
-}
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.05 s until it succeeds; fail after SECONDS or
 # when ZooKeeper or galleon-zookeeper exits.
@@ -296,7 +262,7 @@ for attempt in 1 2 3; do
 		--zk-session-timeout 4s --log-level debug "${EXTRA_ARGS[@]}")
 	say "galleon-zookeeper ${args[*]}"
 	t0=$(now)
-	spawn GZK_PID "$GZK_LOG" "$BIN_DIR/galleon-zookeeper" "${args[@]}"
+	spawn GZK_PID "$GZK_LOG" . "$BIN_DIR/galleon-zookeeper" "${args[@]}"
 	ready=''
 	deadline=$(awk -v n="$t0" 'BEGIN { printf "%.3f", n + 600 }')
 	while alive "$GZK_PID"; do
