@@ -7,6 +7,7 @@ package loadtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -20,16 +21,74 @@ import (
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 )
 
-// The benchmark scale: services x instances, and connected sinks.
+// The benchmark scale: services x instances, and connected sinks. The
+// services and sinks are the defaults of BenchScaleFromEnv; the instances
+// per service are fixed.
 const (
-	BenchServices  = 10000
-	BenchInstances = 10
-	BenchSinks     = 10
+	DefaultBenchServices = 10000
+	BenchInstances       = 10
+	DefaultBenchSinks    = 10
 )
 
-// BenchService is service i of the benchmark data set. Every variant > 0
-// moves the first instance somewhere new, so replacing variant v with
-// another is one endpoint-only update of one ServiceEntry.
+// The environment variables that change the benchmark scale (see
+// BenchScaleFromEnv), so that scripts/bench-scale.sh can run the same
+// benchmarks at other sizes.
+const (
+	BenchServicesEnv = "GALLEON_BENCH_SERVICES"
+	BenchSinksEnv    = "GALLEON_BENCH_SINKS"
+)
+
+// MaxBenchServices is the most services BenchService can address: service i
+// lives in 10.<i/250>.<i%250>.0/24, and 10.251.0.0/16 is where changed
+// instances move, so i/250 must stay at or below 250.
+const MaxBenchServices = 251 * 250
+
+// BenchScale is the size of a benchmark run: Services x BenchInstances
+// served, Sinks connected.
+type BenchScale struct {
+	Services int
+	Sinks    int
+}
+
+// BenchScaleFromEnv returns the benchmark scale: GALLEON_BENCH_SERVICES
+// services (default DefaultBenchServices, 1 to MaxBenchServices) and
+// GALLEON_BENCH_SINKS sinks (default DefaultBenchSinks, at least 1). The
+// error names the variable and what it takes.
+func BenchScaleFromEnv() (BenchScale, error) {
+	services, err := benchEnvInt(BenchServicesEnv, DefaultBenchServices, MaxBenchServices)
+	if err != nil {
+		return BenchScale{}, err
+	}
+	// No upper bound: each sink is one loopback connection, and what a
+	// machine can hold is for whoever sets it to find out.
+	sinks, err := benchEnvInt(BenchSinksEnv, DefaultBenchSinks, math.MaxInt)
+	if err != nil {
+		return BenchScale{}, err
+	}
+	return BenchScale{Services: services, Sinks: sinks}, nil
+}
+
+// benchEnvInt reads name as an integer from 1 to most, def when unset or empty.
+func benchEnvInt(name string, def, most int) (int, error) {
+	raw := os.Getenv(name)
+	if raw == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(raw))
+	if err != nil || n < 1 || n > most {
+		limit := "a whole number of at least 1"
+		if most != math.MaxInt {
+			limit = fmt.Sprintf("a whole number from 1 to %d", most)
+		}
+		return 0, fmt.Errorf("%s=%q: set it to %s, or unset it for the default %d", name, raw, limit, def)
+	}
+	return n, nil
+}
+
+// BenchService is service i of the benchmark data set (0 <= i <
+// MaxBenchServices). Every variant > 0 moves the first instance somewhere
+// new, so replacing variant v with another is one endpoint-only update of
+// one ServiceEntry.
 func BenchService(i int, variant int) model.Service {
 	s := model.Service{
 		Registry: "bench", Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
@@ -57,17 +116,24 @@ type BenchEnv struct {
 	Pipe  *pipeline.Pipeline
 	Store *snapshot.Store
 	Addr  string
+	// Services is how many services are served, each BenchService(i, 0)
+	// for i below it.
+	Services int
 	// Listed is how long the listing took to be converted and applied.
 	Listed time.Duration
 
 	stop func()
 }
 
-// StartBenchEnv lists BenchServices x BenchInstances into a new pipeline
-// (quiet period 50 µs, max delay 1 ms), waits for the store to be ready and
-// serves it on a gRPC server made with opts, on which register registers
-// the servers under test. Close stops everything.
-func StartBenchEnv(opts []grpc.ServerOption, register func(*grpc.Server, *snapshot.Store)) (*BenchEnv, error) {
+// StartBenchEnv lists services x BenchInstances (services at most
+// MaxBenchServices) into a new pipeline (quiet period 50 µs, max delay
+// 1 ms), waits for the store to be ready and serves it on a gRPC server made
+// with opts, on which register registers the servers under test. Close
+// stops everything.
+func StartBenchEnv(services int, opts []grpc.ServerOption, register func(*grpc.Server, *snapshot.Store)) (*BenchEnv, error) {
+	if services < 1 || services > MaxBenchServices {
+		return nil, fmt.Errorf("benchmark of %d services: want 1 to %d", services, MaxBenchServices)
+	}
 	store := snapshot.NewStore()
 	pipe := pipeline.New(store, pipeline.Config{Quiet: 50 * time.Microsecond, MaxDelay: time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,13 +141,13 @@ func StartBenchEnv(opts []grpc.ServerOption, register func(*grpc.Server, *snapsh
 	go func() { _ = pipe.Run(ctx); close(done) }()
 	stopPipe := func() { cancel(); <-done }
 
-	services := make([]model.Service, BenchServices)
-	for i := range services {
-		services[i] = BenchService(i, 0)
+	listing := make([]model.Service, services)
+	for i := range listing {
+		listing[i] = BenchService(i, 0)
 	}
 	start := time.Now()
 	changed, unsubscribe := store.Subscribe()
-	pipe.Replace(services)
+	pipe.Replace(listing)
 	for !store.Current().Ready {
 		select { // readiness arrives with the listing; the timer is a backstop
 		case <-changed:
@@ -99,7 +165,7 @@ func StartBenchEnv(opts []grpc.ServerOption, register func(*grpc.Server, *snapsh
 	g := grpc.NewServer(opts...)
 	register(g, store)
 	go func() { _ = g.Serve(lis) }()
-	return &BenchEnv{Pipe: pipe, Store: store, Addr: lis.Addr().String(), Listed: listed,
+	return &BenchEnv{Pipe: pipe, Store: store, Addr: lis.Addr().String(), Services: services, Listed: listed,
 		stop: func() { g.Stop(); stopPipe() }}, nil
 }
 

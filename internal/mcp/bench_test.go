@@ -2,7 +2,8 @@ package mcp_test
 
 // Benchmarks of the legacy MCP server at the scale Galleon is held to:
 // 10,000 services x 10 instances, 10 connected sinks, over real gRPC on
-// loopback; the same data set and harness as internal/xds's benchmarks
+// loopback (GALLEON_BENCH_SERVICES and GALLEON_BENCH_SINKS change the
+// scale); the same data set and harness as internal/xds's benchmarks
 // (loadtest/benchtest). Results and how to read them: docs/benchmarks.md.
 
 import (
@@ -38,37 +39,35 @@ func startFloor(b *testing.B) *loadtest.BenchEnv {
 
 // BenchmarkInstanceChange measures one instance of one service changing,
 // from the registry report to every sink holding the new version, for sinks
-// asking for incremental updates and for full-state sinks. Each full-floor
-// variant runs the full one's loop against the null source, so
+// asking for incremental updates and for full-state sinks, with
+// benchtest.SinkCounts sinks (10 and 1 by default). Each full-floor variant
+// runs the full one's loop against the null source, so
 // -bench 'InstanceChange/full' prints the two side by side.
 func BenchmarkInstanceChange(b *testing.B) {
-	for _, c := range []struct {
-		incremental, floor bool
-		sinks              int
-	}{
-		{true, false, loadtest.BenchSinks}, {false, false, loadtest.BenchSinks}, {false, true, loadtest.BenchSinks},
-		{true, false, 1}, {false, false, 1}, {false, true, 1},
-	} {
-		mode, startEnv := "full", start
-		if c.incremental {
-			mode = "incremental"
-		}
-		if c.floor {
-			mode, startEnv = "full-floor", startFloor
-		}
-		b.Run(fmt.Sprintf("%s-%dsinks", mode, c.sinks), func(b *testing.B) {
-			benchtest.InstanceChange(b, startEnv(b), dialer(c.incremental), c.sinks, func(a loadtest.Arrival) error {
-				if a.Incremental != c.incremental {
-					return fmt.Errorf("incremental response %v, want %v", a.Incremental, c.incremental)
-				}
-				return nil
+	for _, sinks := range benchtest.SinkCounts(b) {
+		for _, c := range []struct{ incremental, floor bool }{{true, false}, {false, false}, {false, true}} {
+			mode, startEnv := "full", start
+			if c.incremental {
+				mode = "incremental"
+			}
+			if c.floor {
+				mode, startEnv = "full-floor", startFloor
+			}
+			b.Run(fmt.Sprintf("%s-%dsinks", mode, sinks), func(b *testing.B) {
+				benchtest.InstanceChange(b, startEnv(b), dialer(c.incremental), sinks, func(a loadtest.Arrival) error {
+					if a.Incremental != c.incremental {
+						return fmt.Errorf("incremental response %v, want %v", a.Incremental, c.incremental)
+					}
+					return nil
+				})
 			})
-		})
+		}
 	}
 }
 
-// BenchmarkInitialSync measures 10 full-state sinks connecting at once to a
-// source holding the full data set, until every one holds the full state.
+// BenchmarkInitialSync measures 10 full-state sinks (GALLEON_BENCH_SINKS)
+// connecting at once to a source holding the full data set, until every one
+// holds the full state.
 func BenchmarkInitialSync(b *testing.B) {
 	benchtest.InitialSync(b, start(b), dialer(false))
 }

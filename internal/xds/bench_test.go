@@ -1,9 +1,11 @@
 package xds_test
 
 // Benchmarks of the core at the scale Galleon is held to: 10,000 services x
-// 10 instances, 10 connected sinks, over real gRPC on loopback. The data set
-// and harness are shared with internal/mcp's benchmarks (loadtest/benchtest).
-// Results and how to read them: docs/benchmarks.md.
+// 10 instances, 10 connected sinks, over real gRPC on loopback
+// (GALLEON_BENCH_SERVICES and GALLEON_BENCH_SINKS change the scale:
+// scripts/bench-scale.sh). The data set and harness are shared with
+// internal/mcp's benchmarks (loadtest/benchtest). Results and how to read
+// them: docs/benchmarks.md.
 
 import (
 	"context"
@@ -39,29 +41,29 @@ func dialDelta(ctx context.Context, addr string) (*loadtest.Sink, error) {
 func startFloor(b *testing.B) *loadtest.BenchEnv { return benchtest.StartFloorSotW(b, benchType) }
 
 // BenchmarkInstanceChange measures one instance of one service changing,
-// from the registry report to every sink holding the new version. Each
-// sotw-floor variant runs the sotw one's loop against the null source, so
+// from the registry report to every sink holding the new version, with
+// benchtest.SinkCounts sinks (10 and 1 by default). Each sotw-floor variant
+// runs the sotw one's loop against the null source, so
 // -bench 'InstanceChange/sotw' prints the two side by side.
 func BenchmarkInstanceChange(b *testing.B) {
-	for _, c := range []struct {
-		protocol string
-		start    func(*testing.B) *loadtest.BenchEnv
-		dial     benchtest.Dial
-		sinks    int
-	}{
-		{"sotw", start, dialSotW, loadtest.BenchSinks}, {"sotw-floor", startFloor, dialSotW, loadtest.BenchSinks},
-		{"delta", start, dialDelta, loadtest.BenchSinks},
-		{"sotw", start, dialSotW, 1}, {"sotw-floor", startFloor, dialSotW, 1},
-		{"delta", start, dialDelta, 1},
-	} {
-		b.Run(fmt.Sprintf("%s-%dsinks", c.protocol, c.sinks), func(b *testing.B) {
-			benchtest.InstanceChange(b, c.start(b), c.dial, c.sinks, nil)
-		})
+	for _, sinks := range benchtest.SinkCounts(b) {
+		for _, c := range []struct {
+			protocol string
+			start    func(*testing.B) *loadtest.BenchEnv
+			dial     benchtest.Dial
+		}{
+			{"sotw", start, dialSotW}, {"sotw-floor", startFloor, dialSotW}, {"delta", start, dialDelta},
+		} {
+			b.Run(fmt.Sprintf("%s-%dsinks", c.protocol, sinks), func(b *testing.B) {
+				benchtest.InstanceChange(b, c.start(b), c.dial, sinks, nil)
+			})
+		}
 	}
 }
 
-// BenchmarkInitialSync measures 10 SotW sinks connecting at once to a source
-// holding the full data set, until every one holds the full state.
+// BenchmarkInitialSync measures 10 SotW sinks (GALLEON_BENCH_SINKS) connecting
+// at once to a source holding the full data set, until every one holds the
+// full state.
 func BenchmarkInitialSync(b *testing.B) {
 	benchtest.InitialSync(b, start(b), dialSotW)
 }
