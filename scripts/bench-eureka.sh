@@ -132,7 +132,6 @@ done
 [[ -r /proc/self/stat && -r /proc/stat ]] || fail "no /proc: this script reads CPU time and memory from /proc (Linux)"
 CLK_TCK=$(getconf CLK_TCK)
 
-
 on_exit() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
@@ -153,7 +152,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap_signals
-
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.2 s until it succeeds; fail after SECONDS or when
 # a process this script started exits.

@@ -87,7 +87,6 @@ for tool in go curl awk sed; do
 done
 [[ -r /proc/self/status ]] || fail "no /proc: this script reads memory from /proc/<pid>/status (Linux)"
 
-
 on_exit() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
@@ -105,7 +104,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap_signals
-
 
 USED_PORTS=' '
 

@@ -105,7 +105,6 @@ for tool in go curl awk sed date; do
 done
 [[ -r /proc/self/status ]] || fail "no /proc: this script reads memory from /proc/<pid>/status (Linux)"
 
-
 on_exit() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
@@ -124,7 +123,6 @@ on_exit() {
 }
 trap on_exit EXIT
 trap_signals
-
 
 # wait_for SECONDS WHAT CMD...: poll CMD every 0.05 s until it succeeds; fail after SECONDS or
 # when ZooKeeper or galleon-zookeeper exits.
