@@ -8,9 +8,8 @@ import (
 
 // FullStateChunkSize is the size full-state bodies are cut into. A change of
 // one resource copies one chunk; the transport walks size/FullStateChunkSize
-// buffers per send. 64 KiB keeps both small: ~1 µs of copying, and ~150
-// buffers for the 9.5 MB of 10,000 ServiceEntries where one buffer per
-// resource was 10,000 (measured in docs/benchmarks.md, "Against the floor").
+// buffers per send: about 150 for the 9.5 MB of 10,000 ServiceEntries, where
+// one buffer per resource was 10,000 (docs/benchmarks.md, "Against the floor").
 const FullStateChunkSize = 64 << 10
 
 // FullState is the body of a full-state response: every resource of one
@@ -56,10 +55,26 @@ func (f *FullState) Message(header []byte) *Message {
 }
 
 // Element says how one resource is written as an element of a full-state
-// response: Append appends it to dst, Size is how many bytes that is.
+// response: Append appends it to dst, Size is how many bytes that is. An
+// Element passed to FullStateOf must be comparable (an empty struct type).
 type Element interface {
 	Size(r *snapshot.Resource) int
 	Append(dst []byte, r *snapshot.Resource) []byte
+}
+
+// fullStateKey memoises a collection's FullState per encoding.
+type fullStateKey struct{ el Element }
+
+// FullStateOf returns every resource of col as el's elements, built once per
+// collection version, from the chunks of the one built for an earlier
+// version (snapshot.Collection.MemoFrom). el is the memo key: a comparable
+// value, one per encoding, so every caller of one encoding shares one body
+// (SotW's type URL aliases among them).
+func FullStateOf(col *snapshot.Collection, el Element) *FullState {
+	return col.MemoFrom(fullStateKey{el}, func(prev any) any {
+		p, _ := prev.(*FullState)
+		return BuildFullState(p, col.Resources(), el)
+	}).(*FullState)
 }
 
 // BuildFullState encodes resources (ordered by name, as a collection holds

@@ -147,3 +147,34 @@ func TestFullStateFollowsChanges(t *testing.T) {
 		t.Errorf("no resources: %d bytes in %d chunks", empty.Size(), empty.Chunks())
 	}
 }
+
+// TestFullStateOfSharesPerEncoding checks what FullStateOf memoises: one
+// body per collection version and encoding, whoever asks, and a next version
+// built from it (one chunk new after one update).
+func TestFullStateOfSharesPerEncoding(t *testing.T) {
+	store := snapshot.NewStore()
+	var changes []snapshot.Change
+	for i := range 300 {
+		changes = append(changes, seChange(fmt.Sprintf("ns/svc-%03d", i), 900, 0))
+	}
+	snap, _, err := store.Apply(changes, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := snap.Collection(snapshot.ServiceEntry)
+	first := FullStateOf(col, entryElement{})
+	if again := FullStateOf(col, entryElement{}); again != first {
+		t.Fatal("a second caller of one encoding got a body of its own")
+	}
+	snap, _, err = store.Apply([]snapshot.Change{seChange("ns/svc-150", 900, 1)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := FullStateOf(snap.Collection(snapshot.ServiceEntry), entryElement{})
+	if !bytes.Equal(bodyBytes(next), naive(snap.Collection(snapshot.ServiceEntry))) {
+		t.Fatal("the next version's body is not its resources' entries")
+	}
+	if n := builtAnew(first, next); n != 1 || first.Chunks() < 2 {
+		t.Fatalf("one update rebuilt %d of %d chunks, want 1", n, first.Chunks())
+	}
+}

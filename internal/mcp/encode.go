@@ -37,13 +37,6 @@ func nonceOf(seq uint64) string { return strconv.FormatUint(seq, 10) }
 // keys of package xds.
 type fullKey struct{ collection string }
 
-// fullState is what fullEncoded memoises per version: the message, and the
-// body the next version builds on.
-type fullState struct {
-	msg  *wireMessage
-	body *grpcwire.FullState
-}
-
 // resourcesElement writes a resource as a Resources `resources` element: a
 // tag and length, then its pre-marshalled istio.mcp.v1alpha1.Resource.
 type resourcesElement struct{}
@@ -61,17 +54,14 @@ func (resourcesElement) Append(dst []byte, r *snapshot.Resource) []byte {
 // version under a collection name, encoding it on first use: the header
 // (version, collection, nonce) and each resource as a `resources` element.
 // Every stream shares the result, and the next version shares the chunks of
-// its body that did not change (grpcwire.FullState).
+// its body that did not change (grpcwire.FullStateOf).
 func fullEncoded(col *snapshot.Collection, collection string) *wireMessage {
-	return col.MemoFrom(fullKey{collection}, func(prev any) any {
-		var prevBody *grpcwire.FullState
-		if p, ok := prev.(*fullState); ok {
-			prevBody = p.body
-		}
-		body := grpcwire.BuildFullState(prevBody, col.Resources(), resourcesElement{})
-		header := encodeHeader(col.Version, collection, nonceOf(col.Seq), false, nil)
-		return &fullState{msg: body.Message(header), body: body}
-	}).(*fullState).msg
+	// Outside Memo's build: Memo holds the collection's memo lock, which
+	// FullStateOf takes too.
+	body := grpcwire.FullStateOf(col, resourcesElement{})
+	return col.Memo(fullKey{collection}, func() any {
+		return body.Message(encodeHeader(col.Version, collection, nonceOf(col.Seq), false, nil))
+	}).(*wireMessage)
 }
 
 // incrementalEncoded builds an incremental Resources message for one stream.

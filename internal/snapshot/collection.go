@@ -130,7 +130,8 @@ func (c *Collection) ChangedSince(seq uint64) (names []string, ok bool) {
 
 // Memo returns the value memoised under key, building it on first use. The
 // server uses it to keep encodings that live exactly as long as this
-// version: built once, shared by every stream.
+// version: built once, shared by every stream. build runs under the memo
+// lock: it must not call Memo or MemoFrom on the same collection.
 func (c *Collection) Memo(key any, build func() any) any {
 	c.memoMu.Lock()
 	defer c.memoMu.Unlock()

@@ -163,6 +163,7 @@ func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.S
 	version := emptyVersion
 	var changed []*snapshot.Resource
 	var removed []string
+	var everything *grpcwire.FullState
 	if w.known {
 		if !snap.Ready {
 			return nil
@@ -177,16 +178,19 @@ func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.S
 		if w.sent && len(changed) == 0 && len(removed) == 0 {
 			return nil
 		}
+		if len(removed) == 0 && len(changed) > 0 && len(changed) == col.Len() {
+			// Everything, as on a wildcard stream's first push: every
+			// stream shares one body, only the header is its own.
+			everything = grpcwire.FullStateOf(col, deltaElement{})
+		}
 	} else if w.sent {
 		return nil
 	}
 	*nonces++
 	nonce := strconv.FormatUint(*nonces, 10)
 	var msg *encodedMessage
-	if w.known && len(removed) == 0 && len(changed) > 0 && len(changed) == snap.Collection(w.kind).Len() {
-		// Everything, as on a wildcard stream's first push: every stream
-		// shares one body, only the header is its own.
-		msg = deltaFull(snap.Collection(w.kind)).Message(deltaHeader(version, w.typeURL, nonce, nil))
+	if everything != nil {
+		msg = everything.Message(deltaHeader(version, w.typeURL, nonce, nil))
 	} else {
 		msg = deltaEncoded(version, w.typeURL, nonce, changed, removed)
 	}
@@ -244,8 +248,6 @@ func deltaHeader(version, typeURL, nonce string, removed []string) []byte {
 	return header
 }
 
-type deltaFullKey struct{}
-
 // deltaElement writes a resource as a DeltaDiscoveryResponse `resources`
 // element: its pre-encoded prefix (name, version) and Any.
 type deltaElement struct{}
@@ -258,17 +260,6 @@ func (deltaElement) Size(r *snapshot.Resource) int {
 func (deltaElement) Append(dst []byte, r *snapshot.Resource) []byte {
 	prefix, body := r.DeltaEntry()
 	return append(append(dst, prefix...), body...)
-}
-
-// deltaFull returns every resource of a collection as Delta response
-// elements, built once per version and shared by every stream that is sent
-// everything (wildcard streams connecting, or catching up from nothing).
-// The next version shares its unchanged chunks (grpcwire.FullState).
-func deltaFull(col *snapshot.Collection) *grpcwire.FullState {
-	return col.MemoFrom(deltaFullKey{}, func(prev any) any {
-		p, _ := prev.(*grpcwire.FullState)
-		return grpcwire.BuildFullState(p, col.Resources(), deltaElement{})
-	}).(*grpcwire.FullState)
 }
 
 // deltaChanges returns what the client lacks and records it as sent. A

@@ -168,13 +168,6 @@ func nonceOf(seq uint64) string { return strconv.FormatUint(seq, 10) }
 
 type sotwKey struct{ typeURL string }
 
-// sotwFull is what sotwEncoded memoises per version: the message, and the
-// body the next version builds on.
-type sotwFull struct {
-	msg  *encodedMessage
-	body *grpcwire.FullState
-}
-
 // sotwElement writes a resource as a DiscoveryResponse `resources` element:
 // its pre-encoded entry, marshalled once when the resource was made.
 type sotwElement struct{}
@@ -187,19 +180,16 @@ func (sotwElement) Append(dst []byte, r *snapshot.Resource) []byte {
 
 // sotwEncoded returns the full-state response of a collection for a type
 // URL, encoding it on first use: the header (version, type URL, nonce) and
-// then every resource's entry. Every stream shares the result, and the next
-// version shares the chunks of its body that did not change
-// (grpcwire.FullState).
+// then every resource's entry. Every stream shares the result; the body is
+// shared with the other type URLs of the kind and, chunk by chunk, with the
+// next version (grpcwire.FullStateOf).
 func sotwEncoded(col *snapshot.Collection, typeURL string) *encodedMessage {
-	return col.MemoFrom(sotwKey{typeURL}, func(prev any) any {
-		var prevBody *grpcwire.FullState
-		if p, ok := prev.(*sotwFull); ok {
-			prevBody = p.body
-		}
-		body := grpcwire.BuildFullState(prevBody, col.Resources(), sotwElement{})
-		header := encodeHeader(col.Version, typeURL, nonceOf(col.Seq))
-		return &sotwFull{msg: body.Message(header), body: body}
-	}).(*sotwFull).msg
+	// Outside Memo's build: Memo holds the collection's memo lock, which
+	// FullStateOf takes too.
+	body := grpcwire.FullStateOf(col, sotwElement{})
+	return col.Memo(sotwKey{typeURL}, func() any {
+		return body.Message(encodeHeader(col.Version, typeURL, nonceOf(col.Seq)))
+	}).(*encodedMessage)
 }
 
 // emptyVersion is the version of a type this server holds nothing of.
