@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 	"github.com/galleon-mesh/galleon/test/kube"
 )
@@ -35,7 +36,7 @@ func runTool(env []string, bin string, args ...string) ([]byte, error) {
 }
 
 // render is runTool that fails the test when the tool fails.
-func render(t *testing.T, env []string, bin string, args ...string) []byte {
+func render(t testing.TB, env []string, bin string, args ...string) []byte {
 	t.Helper()
 	out, err := runTool(env, bin, args...)
 	if err != nil {
@@ -62,7 +63,7 @@ type storedVolume struct {
 // applied indexes what the API server stored by "Kind namespace/name".
 type applied map[string]*unstructured.Unstructured
 
-func apply(t *testing.T, ctx context.Context, client *kube.Client, what string, manifests []byte) applied {
+func apply(t testing.TB, ctx context.Context, client *kube.Client, what string, manifests []byte) applied {
 	t.Helper()
 	stored, err := client.ApplyYAML(ctx, manifests, "galleon-deploy-test")
 	if err != nil {
@@ -76,7 +77,7 @@ func apply(t *testing.T, ctx context.Context, client *kube.Client, what string, 
 	return out
 }
 
-func (a applied) get(t *testing.T, name string, into any) {
+func (a applied) get(t testing.TB, name string, into any) {
 	t.Helper()
 	o, ok := a[name]
 	if !ok {
@@ -106,7 +107,8 @@ func (a applied) get(t *testing.T, name string, into any) {
 //     may read ServiceEntries.
 //
 // No Pod runs (there is no kubelet): deploy/README.md lists what only a real cluster shows.
-func TestChartOnAPIServer(t *testing.T) {
+func TestChartOnAPIServer(tt *testing.T) {
+	t := proc.FailuresLast(tt)
 	helm, kubectl := kube.Helm(t), kube.Kubectl(t)
 	root := repoRoot(t)
 	chart := filepath.Join(root, "deploy/helm/galleon")
@@ -235,7 +237,7 @@ stringData:
 // checkStoredAdapter checks one adapter's standalone objects as the API server stored them: the
 // Service and NetworkPolicy select the Deployment's pods, the NetworkPolicy admits only istiod to
 // the gRPC port, the ServiceMonitor (when there) selects the Service, no token is mounted.
-func checkStoredAdapter(t *testing.T, objs applied, ns, name string) {
+func checkStoredAdapter(t testing.TB, objs applied, ns, name string) {
 	t.Helper()
 	var dep struct {
 		Spec struct {
@@ -335,7 +337,7 @@ func checkStoredAdapter(t *testing.T, objs applied, ns, name string) {
 // checkSidecarIstiod checks the stored istiod Deployment of the sidecar layout: galleon-file is a
 // native sidecar (an init container with restartPolicy Always, kept by this API server) with a
 // startup probe, beside istiod's own container, and the mesh config lists both sources.
-func checkSidecarIstiod(t *testing.T, objs applied) {
+func checkSidecarIstiod(t testing.TB, objs applied) {
 	t.Helper()
 	var dep struct {
 		Spec struct {

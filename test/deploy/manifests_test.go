@@ -203,7 +203,7 @@ func decodeAll(t *testing.T, file string, data []byte) []object {
 }
 
 // repoRoot is the main module's directory, two levels above this package (test/deploy).
-func repoRoot(t *testing.T) string {
+func repoRoot(t testing.TB) string {
 	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {

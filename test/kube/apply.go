@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -27,6 +28,7 @@ import (
 // Client talks to the cluster as its admin: server-side apply of rendered manifests, and reads.
 type Client struct {
 	Dynamic dynamic.Interface
+	disco   discovery.DiscoveryInterface
 	mapper  *restmapper.DeferredDiscoveryRESTMapper
 }
 
@@ -48,7 +50,7 @@ func newClient(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Dynamic: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}, nil
+	return &Client{Dynamic: dyn, disco: disco, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disco))}, nil
 }
 
 // Decode splits a multi-document YAML stream into objects, skipping empty documents (Helm
@@ -82,7 +84,7 @@ func (k *Client) ApplyYAML(ctx context.Context, manifests []byte, fieldManager s
 
 // Apply creates or updates each object with server-side apply (not a dry run), as `kubectl
 // apply --server-side --force-conflicts` does: Namespaces and CustomResourceDefinitions first,
-// each CRD waited on until Established, then the rest in order. It returns what the API server
+// each CRD waited on until Established and listed by discovery, then the rest in order. It returns what the API server
 // stored, and every object it refused, each error naming the object.
 func (k *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured, fieldManager string) ([]*unstructured.Unstructured, error) {
 	var first, rest []*unstructured.Unstructured
@@ -135,6 +137,12 @@ func Name(o *unstructured.Unstructured) string {
 func (k *Client) resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
 	m, err := k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		// The mapper asks discovery again only when its cache is not fresh; a kind served since
+		// the cache was filled needs a reset.
+		k.mapper.Reset()
+		m, err = k.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: the API server does not serve %s: %w", Name(o), gvk, err)
 	}
@@ -183,6 +191,10 @@ func (k *Client) Create(ctx context.Context, o *unstructured.Unstructured) (*uns
 	return got, nil
 }
 
+// waitEstablished waits until the CRD is Established and discovery lists its resource in every
+// served version. Established alone does not promise discovery: the API server's discovery
+// controller updates its document on its own schedule (kube-rs/kube#951 documents the same), and
+// a mapper that read discovery in between would call the new kind not served.
 func (k *Client) waitEstablished(ctx context.Context, name string) error {
 	crds := k.Dynamic.Resource(apiextensionsv1.SchemeGroupVersion.WithResource("customresourcedefinitions"))
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -196,12 +208,29 @@ func (k *Client) waitEstablished(ctx context.Context, name string) error {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &crd); err != nil {
 			return false, proc.Permanent(err)
 		}
+		established := false
 		for _, c := range crd.Status.Conditions {
 			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+				established = true
 			}
 		}
-		return false, fmt.Errorf("CustomResourceDefinition %s not Established yet", name)
+		if !established {
+			return false, fmt.Errorf("CustomResourceDefinition %s not Established yet", name)
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := crd.Spec.Group + "/" + v.Name
+			list, err := k.disco.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				return false, fmt.Errorf("discovery of %s: %w", gv, err)
+			}
+			if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Spec.Names.Plural }) {
+				return false, fmt.Errorf("discovery does not list %s in %s yet", crd.Spec.Names.Plural, gv)
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		return fmt.Errorf("CustomResourceDefinition %s: %w", name, err)
