@@ -19,6 +19,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 fuzztime=${FUZZTIME:-30s}
 targets=(
 	"./adapters/file FuzzParseFile"
+	"./adapters/file FuzzFastDocuments"
+	"./adapters/file FuzzDecodeService"
 	"./adapters/consul FuzzMapService"
 	"./internal/xds FuzzRequests"
 	"./internal/mcp FuzzRequest"

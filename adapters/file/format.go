@@ -189,25 +189,40 @@ func syntaxErrorLine(data []byte, err error) int {
 // usable.
 func parseFile(path string, data []byte, defaultNamespace string) (*parsedFile, *rejection) {
 	var nodes []*yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	add := func(doc *yaml.Node) *rejection {
+		items, err := servicesOf(doc)
 		if err != nil {
-			// yaml.v3's own "line N" is often wrong (see syntaxErrorLine):
-			// keep it out of the message, the record has the right one.
-			msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
-			msg = strings.TrimPrefix(msg, ": ")
-			return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: errors.New("invalid YAML: " + msg)}
-		}
-		items, err := servicesOf(&doc)
-		if err != nil {
-			return nil, &rejection{path: path, line: lineOf(err, 1), err: err}
+			return &rejection{path: path, line: lineOf(err, 1), err: err}
 		}
 		nodes = append(nodes, items...)
+		return nil
+	}
+	if docs, ok := fastDocuments(data); ok {
+		for _, doc := range docs {
+			if rej := add(doc); rej != nil {
+				return nil, rej
+			}
+		}
+	} else {
+		// Outside the fast path's subset, yaml.v3 reads the file.
+		dec := yaml.NewDecoder(bytes.NewReader(data))
+		for {
+			var doc yaml.Node
+			err := dec.Decode(&doc)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				// yaml.v3's own "line N" is often wrong (see syntaxErrorLine):
+				// keep it out of the message, the record has the right one.
+				msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
+				msg = strings.TrimPrefix(msg, ": ")
+				return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: errors.New("invalid YAML: " + msg)}
+			}
+			if rej := add(&doc); rej != nil {
+				return nil, rej
+			}
+		}
 	}
 
 	out := &parsedFile{services: make([]parsedService, 0, len(nodes))}
@@ -303,8 +318,11 @@ func parseService(n *yaml.Node, defaultNamespace string, in *interner) (model.Se
 		return model.Service{}, serviceErr(n, defaultNamespace, err)
 	}
 	var spec serviceSpec
-	if err := n.Decode(&spec); err != nil {
-		return model.Service{}, serviceErr(n, defaultNamespace, withoutValues(err))
+	if !decodeService(n, &spec) {
+		spec = serviceSpec{} // what decodeService filled before it gave up
+		if err := n.Decode(&spec); err != nil {
+			return model.Service{}, serviceErr(n, defaultNamespace, withoutValues(err))
+		}
 	}
 	svc, err := spec.toModel(n, defaultNamespace, in)
 	if err != nil {

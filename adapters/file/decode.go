@@ -1,0 +1,224 @@
+package file
+
+import (
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decodeService fills spec from a service's node the way yaml.v3's Node.Decode does, for nodes
+// whose every value has the type its field wants: strings tagged !!str, whole numbers written in
+// decimal, no nulls, no repeated keys. It returns false for anything else, and parseService then
+// lets Node.Decode read the node, errors and all. Node.Decode was a quarter of a start's parse
+// (reflection per field, a resolve per scalar); TestDecodeServiceMatchesYAMLv3 and
+// FuzzDecodeService compare the two.
+func decodeService(n *yaml.Node, spec *serviceSpec) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	var seen uint32
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i], n.Content[i+1]
+		if !isStr(key) {
+			return false
+		}
+		var bit uint32
+		ok := true
+		switch key.Value {
+		case "name":
+			bit, ok = 1<<0, decodeString(v, &spec.Name)
+		case "namespace":
+			bit, ok = 1<<1, decodeString(v, &spec.Namespace)
+		case "hosts":
+			bit, ok = 1<<2, decodeStrings(v, &spec.Hosts)
+		case "addresses":
+			bit, ok = 1<<3, decodeStrings(v, &spec.Addresses)
+		case "ports":
+			bit = 1 << 4
+			ok = decodeSlice(v, &spec.Ports, decodePort)
+		case "labels":
+			bit, ok = 1<<5, decodeStringMap(v, &spec.Labels)
+		case "annotations":
+			bit, ok = 1<<6, decodeStringMap(v, &spec.Annotations)
+		case "location":
+			bit, ok = 1<<7, decodeString(v, &spec.Location)
+		case "resolution":
+			bit, ok = 1<<8, decodeString(v, &spec.Resolution)
+		case "exportTo":
+			bit, ok = 1<<9, decodeStrings(v, &spec.ExportTo)
+		case "instances":
+			bit = 1 << 10
+			ok = decodeSlice(v, &spec.Instances, decodeInstance)
+		default:
+			return false
+		}
+		if !ok || seen&bit != 0 {
+			return false // a repeated key is an error Node.Decode words
+		}
+		seen |= bit
+	}
+	return true
+}
+
+func decodePort(n *yaml.Node, p *portSpec) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	var seen uint32
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i], n.Content[i+1]
+		if !isStr(key) {
+			return false
+		}
+		var bit uint32
+		ok := true
+		switch key.Value {
+		case "number":
+			bit, ok = 1<<0, decodeUint32(v, &p.Number)
+		case "protocol":
+			bit, ok = 1<<1, decodeString(v, &p.Protocol)
+		case "name":
+			bit, ok = 1<<2, decodeString(v, &p.Name)
+		default:
+			return false
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+	return true
+}
+
+func decodeInstance(n *yaml.Node, inst *instanceSpec) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	var seen uint32
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, v := n.Content[i], n.Content[i+1]
+		if !isStr(key) {
+			return false
+		}
+		var bit uint32
+		ok := true
+		switch key.Value {
+		case "id":
+			bit, ok = 1<<0, decodeString(v, &inst.ID)
+		case "address":
+			bit, ok = 1<<1, decodeString(v, &inst.Address)
+		case "ports":
+			bit, ok = 1<<2, decodePortMap(v, &inst.Ports)
+		case "labels":
+			bit, ok = 1<<3, decodeStringMap(v, &inst.Labels)
+		case "locality":
+			bit, ok = 1<<4, decodeString(v, &inst.Locality)
+		case "network":
+			bit, ok = 1<<5, decodeString(v, &inst.Network)
+		case "weight":
+			bit, ok = 1<<6, decodeUint32(v, &inst.Weight)
+		case "health":
+			bit, ok = 1<<7, decodeString(v, &inst.Health)
+		case "serviceAccount":
+			bit, ok = 1<<8, decodeString(v, &inst.ServiceAccount)
+		default:
+			return false
+		}
+		if !ok || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+	}
+	return true
+}
+
+// isStr says whether n is a scalar yaml.v3 decodes into a string as its text.
+func isStr(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!str" && n.Alias == nil
+}
+
+func decodeString(n *yaml.Node, out *string) bool {
+	if !isStr(n) {
+		return false
+	}
+	*out = n.Value
+	return true
+}
+
+// decodeUint32 takes a plain decimal integer without a leading zero (yaml.v3 reads "010" as
+// octal) that fits.
+func decodeUint32(n *yaml.Node, out *uint32) bool {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" || n.Style != 0 || n.Value == "" ||
+		(n.Value[0] == '0' && len(n.Value) > 1) {
+		return false
+	}
+	for i := 0; i < len(n.Value); i++ {
+		if c := n.Value[i]; c < '0' || c > '9' {
+			return false
+		}
+	}
+	v, err := strconv.ParseUint(n.Value, 10, 32)
+	if err != nil {
+		return false
+	}
+	*out = uint32(v)
+	return true
+}
+
+// decodeSlice decodes a sequence; like Node.Decode, an empty one is an empty slice, not nil.
+func decodeSlice[T any](n *yaml.Node, out *[]T, item func(*yaml.Node, *T) bool) bool {
+	if n.Kind != yaml.SequenceNode {
+		return false
+	}
+	s := make([]T, len(n.Content))
+	for i, c := range n.Content {
+		if !item(c, &s[i]) {
+			return false
+		}
+	}
+	*out = s
+	return true
+}
+
+func decodeStrings(n *yaml.Node, out *[]string) bool {
+	return decodeSlice(n, out, decodeString)
+}
+
+// decodeStringMap decodes a mapping; like Node.Decode, an empty one is an empty map, not nil.
+func decodeStringMap(n *yaml.Node, out *map[string]string) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	m := make(map[string]string, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if !isStr(k) || !isStr(v) {
+			return false
+		}
+		if _, dup := m[k.Value]; dup {
+			return false
+		}
+		m[k.Value] = v.Value
+	}
+	*out = m
+	return true
+}
+
+func decodePortMap(n *yaml.Node, out *map[uint32]uint32) bool {
+	if n.Kind != yaml.MappingNode {
+		return false
+	}
+	m := make(map[uint32]uint32, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		var k, v uint32
+		if !decodeUint32(n.Content[i], &k) || !decodeUint32(n.Content[i+1], &v) {
+			return false
+		}
+		if _, dup := m[k]; dup {
+			return false
+		}
+		m[k] = v
+	}
+	*out = m
+	return true
+}
