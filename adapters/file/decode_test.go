@@ -17,7 +17,7 @@ import (
 func checkDecodeService(t *testing.T, name string, n *yaml.Node) bool {
 	t.Helper()
 	var got serviceSpec
-	if !decodeService(n, &got) {
+	if !decodeService(n, &got, newInterner()) {
 		return false
 	}
 	var want serviceSpec
@@ -85,7 +85,7 @@ func TestDecodeServiceMatchesYAMLv3(t *testing.T) {
 		"null":            "services:\n- name: a\n  hosts: ~\n",
 		"null in a map":   "services:\n- name: a\n  labels: {a: null}\n",
 		"repeated key":    "services:\n- name: a\n  name: b\n",
-		"repeated label":  "services:\n- name: a\n  labels: {x: 1, x: 2}\n",
+		"repeated label":  "services:\n- name: a\n  labels: {x: a, y: b, x: c}\n",
 		"repeated port":   "services:\n- name: a\n  instances: [{address: x, ports: {80: 1, 80: 2}}]\n",
 		"float":           "services:\n- name: a\n  ports: [{number: 80.5}]\n",
 		"bool as string":  "services:\n- name: a\n  location: true\n",

@@ -55,7 +55,7 @@ func nodeDiff(path string, got, want *yaml.Node) string {
 // trees. It reports whether fastDocuments accepted it.
 func checkFastDocuments(t *testing.T, name string, data []byte) bool {
 	t.Helper()
-	got, ok := fastDocuments(data)
+	got, ok := fastDocuments(data, nil)
 	if !ok {
 		return false
 	}

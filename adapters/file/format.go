@@ -188,6 +188,15 @@ func syntaxErrorLine(data []byte, err error) int {
 // malformed services are listed in parsedFile.rejected and the rest is
 // usable.
 func parseFile(path string, data []byte, defaultNamespace string) (*parsedFile, *rejection) {
+	return parseFileIn(nil, path, data, defaultNamespace)
+}
+
+// parseFileIn is parseFile with the fast path's nodes from arena (nil: fresh ones); it resets
+// the arena before it returns, as nothing it returns points at the nodes.
+func parseFileIn(arena *nodeArena, path string, data []byte, defaultNamespace string) (*parsedFile, *rejection) {
+	if arena != nil {
+		defer arena.reset()
+	}
 	var nodes []*yaml.Node
 	add := func(doc *yaml.Node) *rejection {
 		items, err := servicesOf(doc)
@@ -197,7 +206,7 @@ func parseFile(path string, data []byte, defaultNamespace string) (*parsedFile, 
 		nodes = append(nodes, items...)
 		return nil
 	}
-	if docs, ok := fastDocuments(data); ok {
+	if docs, ok := fastDocuments(data, arena); ok {
 		for _, doc := range docs {
 			if rej := add(doc); rej != nil {
 				return nil, rej
@@ -318,7 +327,7 @@ func parseService(n *yaml.Node, defaultNamespace string, in *interner) (model.Se
 		return model.Service{}, serviceErr(n, defaultNamespace, err)
 	}
 	var spec serviceSpec
-	if !decodeService(n, &spec) {
+	if !decodeService(n, &spec, in) {
 		spec = serviceSpec{} // what decodeService filled before it gave up
 		if err := n.Decode(&spec); err != nil {
 			return model.Service{}, serviceErr(n, defaultNamespace, withoutValues(err))

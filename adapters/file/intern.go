@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"reflect"
 	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // interner shares equal values among the services of one parse.
@@ -29,6 +32,7 @@ type interner struct {
 	// Scratch space for the canonical encoding of a map.
 	key  []byte
 	keys []string
+	idx  []int
 }
 
 func newInterner() *interner {
@@ -78,4 +82,40 @@ func (in *interner) strMap(m map[string]string) map[string]string {
 	}
 	in.maps[string(enc)] = out
 	return out
+}
+
+// strMapOf is strMap for the key and value nodes of a YAML mapping (k1, v1, k2, v2, ...), all
+// strings: the map is only built when no equal one was seen in the parse. It returns false if a
+// key repeats. An empty mapping is an empty map.
+func (in *interner) strMapOf(pairs []*yaml.Node) (map[string]string, bool) {
+	if len(pairs) == 0 {
+		return map[string]string{}, true
+	}
+	idx := in.idx[:0]
+	for i := 0; i+1 < len(pairs); i += 2 {
+		idx = append(idx, i)
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(pairs[a].Value, pairs[b].Value) })
+	enc := in.key[:0]
+	for j, i := range idx {
+		k, v := pairs[i].Value, pairs[i+1].Value
+		if j > 0 && pairs[idx[j-1]].Value == k {
+			in.idx, in.key = idx[:0], enc[:0]
+			return nil, false
+		}
+		enc = binary.AppendUvarint(enc, uint64(len(k)))
+		enc = append(enc, k...)
+		enc = binary.AppendUvarint(enc, uint64(len(v)))
+		enc = append(enc, v...)
+	}
+	in.idx, in.key = idx[:0], enc[:0]
+	if shared, ok := in.maps[string(enc)]; ok {
+		return shared, true
+	}
+	out := make(map[string]string, len(idx))
+	for _, i := range idx {
+		out[in.str(pairs[i].Value)] = in.str(pairs[i+1].Value)
+	}
+	in.maps[string(enc)] = out
+	return out, true
 }

@@ -117,7 +117,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&o.output, "output", "serviceentry", "resources to serve: serviceentry (endpoints inline) or workloadentry (one WorkloadEntry per instance)")
 	fs.IntVar(&o.panicThreshold, "panic-threshold", 0, "percent: when fewer instances of a service are healthy, serve all but draining ones (0 disables)")
-	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long")
+	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long (the first full listing at once)")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
 	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")

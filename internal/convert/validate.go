@@ -253,7 +253,9 @@ func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePor
 				errs.addf("endpoints[%d]: is null", i)
 				continue
 			}
-			errs.addAll(endpointPrefix(i, ep), validateWorkload(ep, servicePorts, addrStatic))
+			if werrs := validateWorkload(ep, servicePorts, addrStatic); len(werrs) > 0 {
+				errs.addAll(endpointPrefix(i, ep), werrs) // formatted only when needed: one per endpoint was a tenth of a flush
+			}
 		}
 	case networking.ServiceEntry_DNS, networking.ServiceEntry_DNS_ROUND_ROBIN:
 		if len(se.Endpoints) == 0 {
@@ -274,7 +276,9 @@ func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePor
 				errs.addf("endpoints[%d]: is null", i)
 				continue
 			}
-			errs.addAll(endpointPrefix(i, ep), validateWorkload(ep, servicePorts, addrDNS))
+			if werrs := validateWorkload(ep, servicePorts, addrDNS); len(werrs) > 0 {
+				errs.addAll(endpointPrefix(i, ep), werrs) // formatted only when needed: one per endpoint was a tenth of a flush
+			}
 		}
 	case networking.ServiceEntry_DYNAMIC_DNS:
 		for i, h := range se.Hosts {

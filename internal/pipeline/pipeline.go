@@ -15,9 +15,11 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -395,13 +397,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // waitQuiet returns once no report came for the quiet period, or the
-// oldest unflushed report is MaxDelay old.
+// oldest unflushed report is MaxDelay old. The registry's first full listing
+// does not wait: nothing is served yet, so there is nothing to coalesce it
+// with, and every sink waits for it (readiness, istiod's first push).
 func (p *Pipeline) waitQuiet(ctx context.Context) error {
 	for {
 		p.mu.Lock()
-		first, last := p.firstReport, p.lastReport
+		first, last, replaced := p.firstReport, p.lastReport, p.replaced
 		p.mu.Unlock()
-		if first.IsZero() {
+		if first.IsZero() || (replaced && !p.synced) {
 			return nil
 		}
 		due := last.Add(p.cfg.Quiet)
@@ -445,9 +449,17 @@ func (p *Pipeline) flush() {
 		}
 	}
 
-	var changes []snapshot.Change
+	jobs := make([]serviceJob, 0, len(work))
 	for key, svc := range work {
-		changes = p.serviceChanges(key, svc, changes)
+		if svc != nil && p.cfg.Registry != "" {
+			svc.Registry = p.cfg.Registry // the value is the Sink's: the adapter passed it on
+		}
+		jobs = append(jobs, serviceJob{key: key, svc: svc})
+	}
+	p.convertAll(jobs)
+	var changes []snapshot.Change
+	for i := range jobs {
+		changes = p.serviceChanges(&jobs[i], changes)
 	}
 	ready := p.synced || replaced
 	before := p.store.Current().Seq
@@ -485,10 +497,59 @@ func (p *Pipeline) flush() {
 	p.statusMu.Unlock()
 }
 
-// serviceChanges appends the snapshot changes that make key's resources
-// match svc (nil: deleted). A service that cannot be converted keeps what it
-// served before: a bad update never wipes a working service.
-func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, changes []snapshot.Change) []snapshot.Change {
+// serviceJob is one reported service of a flush and, once converted, its objects.
+type serviceJob struct {
+	key       model.ServiceKey
+	svc       *model.Service // nil: deleted
+	unchanged bool           // svc is what is served already
+	objects   []*snapshot.Object
+	err       error
+}
+
+// convertParallelMin is the smallest flush whose conversions are spread over GOMAXPROCS
+// goroutines: below it, starting them costs more than it saves.
+const convertParallelMin = 256
+
+// convertAll compares each reported service with what is served and converts and encodes the
+// changed ones. That is most of a flush's work and needs nothing but the service, so a large
+// flush (a start, a resync after an outage) does it on every core; the rest of the flush, which
+// claims resource names and updates the served state, stays on this goroutine.
+func (p *Pipeline) convertAll(jobs []serviceJob) {
+	one := func(j *serviceJob) {
+		if j.svc == nil {
+			return
+		}
+		if old := p.served[j.key]; old != nil && reflect.DeepEqual(old.model, j.svc) {
+			j.unchanged = true
+			return
+		}
+		j.objects, j.err = p.objects(j.svc)
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if len(jobs) < convertParallelMin || workers == 1 {
+		for i := range jobs {
+			one(&jobs[i])
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
+				one(&jobs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// serviceChanges appends the snapshot changes that make j.key's resources
+// match j.svc (nil: deleted), converted by convertAll. A service that cannot
+// be converted keeps what it served before: a bad update never wipes a
+// working service.
+func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []snapshot.Change {
+	key, svc := j.key, j.svc
 	old := p.served[key]
 	if svc == nil {
 		if old == nil {
@@ -501,13 +562,13 @@ func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, chan
 		delete(p.served, key)
 		return changes
 	}
-	if p.cfg.Registry != "" {
-		svc.Registry = p.cfg.Registry // the value is the Sink's: the adapter passed it on
-	}
-	if old != nil && reflect.DeepEqual(old.model, svc) {
+	if j.unchanged {
 		return changes
 	}
-	objects, err := p.objects(key, svc)
+	objects, err := j.objects, j.err
+	if err == nil {
+		err = p.claim(key, objects)
+	}
 	if err != nil {
 		p.metrics.servicesRejected.Inc()
 		attrs := []any{"service", key.String(), "registry", svc.Registry, "error", err}
@@ -539,6 +600,16 @@ func (p *Pipeline) serviceChanges(key model.ServiceKey, svc *model.Service, chan
 	return changes
 }
 
+// claim refuses objects whose names another service's resources hold already.
+func (p *Pipeline) claim(key model.ServiceKey, objects []*snapshot.Object) error {
+	for _, obj := range objects {
+		if owner, taken := p.owners[resourceKey{obj.Kind, obj.Name}]; taken && owner != key {
+			return fmt.Errorf("%s %s is already served for service %q: names collide after sanitising", obj.Kind, obj.Name, owner.String())
+		}
+	}
+	return nil
+}
+
 // logRewrittenHosts says which of a service's hosts are served under
 // another name (a_b.example.com as a-b.example.com: '_' is not allowed in a
 // DNS name), once per change of the service's hosts, so that an operator
@@ -552,8 +623,9 @@ func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 	}
 }
 
-// objects converts svc and encodes its resources for the store.
-func (p *Pipeline) objects(key model.ServiceKey, svc *model.Service) ([]*snapshot.Object, error) {
+// objects converts svc and encodes its resources for the store. It reads
+// nothing but svc and the configuration: convertAll calls it concurrently.
+func (p *Pipeline) objects(svc *model.Service) ([]*snapshot.Object, error) {
 	resources, err := convert.Convert(*svc, p.cfg.Convert)
 	if err != nil {
 		return nil, err
@@ -566,9 +638,6 @@ func (p *Pipeline) objects(key model.ServiceKey, svc *model.Service) ([]*snapsho
 			return nil, err
 		}
 		obj.Origin = origin
-		if owner, taken := p.owners[resourceKey{obj.Kind, obj.Name}]; taken && owner != key {
-			return nil, fmt.Errorf("%s %s is already served for service %q: names collide after sanitising", obj.Kind, obj.Name, owner.String())
-		}
 		objects = append(objects, obj)
 	}
 	return objects, nil

@@ -211,15 +211,18 @@ func TestWorkloadEntryModeRemovesGoneInstances(t *testing.T) {
 	}
 }
 
+// TestReportsCoalesce: reports inside the quiet period make one snapshot. The first listing is
+// not held back (TestFirstListingIsNotDebounced).
 func TestReportsCoalesce(t *testing.T) {
 	p, store := run(t, Config{Quiet: 200 * time.Millisecond, MaxDelay: 10 * time.Second})
 	p.Replace([]model.Service{service("a", "10.0.0.1")})
+	synced := waitSeq(t, store, 0)
 	for i := range 50 {
 		p.Update(service("a", fmt.Sprintf("10.0.1.%d", i)))
 	}
-	snap := waitSeq(t, store, 0)
-	if snap.Seq != 1 {
-		t.Fatalf("51 reports inside the quiet period made %d snapshots", snap.Seq)
+	snap := waitSeq(t, store, synced.Seq)
+	if snap.Seq != synced.Seq+1 {
+		t.Fatalf("50 reports inside the quiet period made %d snapshots", snap.Seq-synced.Seq)
 	}
 	if got := endpoints(t, snap, "ns/a"); !slices.Equal(got, []string{"10.0.1.49"}) {
 		t.Fatalf("coalesced state %v, want the last report", got)
@@ -448,14 +451,18 @@ func TestAppliedSaysWhenTheChangeWasReported(t *testing.T) {
 	if snap := store.Current(); first.seq != snap.Seq || !snap.Ready {
 		t.Fatalf("told seq %d, store at %d (ready %v)", first.seq, snap.Seq, snap.Ready)
 	}
-	if first.reported.Before(before) || time.Since(first.reported) < 50*time.Millisecond {
-		t.Fatalf("reported %v: want the first report of the batch, at least the quiet period ago", first.reported)
+	if first.reported.Before(before) || first.reported.After(time.Now()) {
+		t.Fatalf("reported %v: want the first report of the batch (after %v)", first.reported, before)
 	}
+	beforeSecond := time.Now()
 	p.Update(service("a", "10.0.0.1")) // unchanged: no new snapshot
 	p.Update(service("b", "10.0.0.2"))
 	second := <-got
 	if second.seq != first.seq+1 {
 		t.Fatalf("second snapshot told as seq %d after %d", second.seq, first.seq)
+	}
+	if second.reported.Before(beforeSecond) || time.Since(second.reported) < 50*time.Millisecond {
+		t.Fatalf("reported %v: want the first report of the batch, at least the quiet period ago", second.reported)
 	}
 	p.Update(service("b", "10.0.0.2"))
 	select {
@@ -513,5 +520,104 @@ func TestLastSyncTimestamp(t *testing.T) {
 	p.Unreachable(nil)
 	if got := lastSync(); got < unix(time.Now().Add(-time.Second)) {
 		t.Fatalf("reachable again: %v, want now", got)
+	}
+}
+
+// TestLargeFlushConvertsOnEveryCore sends a listing large enough for convertAll to spread its
+// conversions over goroutines (run with -race): every good service is served, the bad one and
+// one of a colliding pair are rejected, and a second, equal listing changes nothing.
+func TestLargeFlushConvertsOnEveryCore(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, store := run(t, Config{Registerer: reg})
+	var listing []model.Service
+	for i := range 3 * convertParallelMin {
+		listing = append(listing, service(fmt.Sprintf("svc-%04d", i), fmt.Sprintf("10.0.%d.%d", i/200, i%200+1)))
+	}
+	bad := service("bad", "10.1.0.1")
+	bad.Ports = nil // istiod requires a port
+	listing = append(listing, bad, service("Twin", "10.1.0.2"), service("twin", "10.1.0.3"))
+	p.Replace(listing)
+	snap := waitSeq(t, store, 0)
+	col := snap.Collection(snapshot.ServiceEntry)
+	if got, want := col.Len(), 3*convertParallelMin+1; got != want {
+		t.Errorf("%d ServiceEntries served, want %d (every good service and one twin)", got, want)
+	}
+	for _, i := range []int{0, convertParallelMin, 3*convertParallelMin - 1} {
+		name := fmt.Sprintf("ns/svc-%04d", i)
+		if got, want := endpoints(t, snap, name), []string{fmt.Sprintf("10.0.%d.%d", i/200, i%200+1)}; !slices.Equal(got, want) {
+			t.Errorf("%s serves %v, want %v", name, got, want)
+		}
+	}
+	if got := endpoints(t, snap, "ns/bad"); got != nil {
+		t.Errorf("the service without ports is served: %v", got)
+	}
+	if got := counterSum(t, reg, "galleon_services_rejected_total"); got != 2 {
+		t.Errorf("galleon_services_rejected_total = %v, want 2 (the bad service and one twin)", got)
+	}
+
+	p.Replace(listing)
+	p.Update(service("marker", "10.2.0.1"))
+	next := waitSeq(t, store, snap.Seq)
+	if got, want := next.Collection(snapshot.ServiceEntry).Len(), col.Len()+1; got != want {
+		t.Errorf("after the same listing again and a marker: %d ServiceEntries, want %d", got, want)
+	}
+}
+
+// counterSum is the sum of a counter family's values.
+func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestFirstListingIsNotDebounced: the first full listing is served without waiting for the quiet
+// period (nothing is served yet to coalesce it with); what follows it is debounced as usual.
+func TestFirstListingIsNotDebounced(t *testing.T) {
+	p, store := run(t, Config{Quiet: time.Hour, MaxDelay: time.Hour})
+	p.Replace([]model.Service{service("a", "10.0.0.1"), service("c", "10.0.0.3")})
+	snap := waitSeq(t, store, 0)
+	if !snap.Ready || snap.Collection(snapshot.ServiceEntry).Len() != 2 {
+		t.Fatalf("first snapshot: ready %v with %d ServiceEntries, want ready with a and c", snap.Ready, snap.Collection(snapshot.ServiceEntry).Len())
+	}
+	p.Update(service("b", "10.0.0.2"))
+	time.Sleep(50 * time.Millisecond)
+	if s := store.Current(); s.Seq != snap.Seq {
+		t.Fatalf("an update after the first listing was served within 50 ms of an hour's quiet period (seq %d -> %d)", snap.Seq, s.Seq)
+	}
+}
+
+// BenchmarkFirstListing is the core's part of a start: the first full listing of 10,000
+// services x 10 instances converted, validated, encoded and applied to a new store. -cpu 1,2
+// shows what converting on every core gives.
+func BenchmarkFirstListing(b *testing.B) {
+	listing := make([]model.Service, 10000)
+	for i := range listing {
+		ips := make([]string, 10)
+		for j := range ips {
+			ips[j] = fmt.Sprintf("10.%d.%d.%d", i/250, i%250, j+1)
+		}
+		listing[i] = service(fmt.Sprintf("svc-%05d", i), ips...)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		store := snapshot.NewStore()
+		p := New(store, Config{})
+		services := slices.Clone(listing)
+		p.Replace(services)
+		p.flush()
+		if n := store.Current().Collection(snapshot.ServiceEntry).Len(); n != len(listing) {
+			b.Fatalf("%d ServiceEntries, want %d", n, len(listing))
+		}
 	}
 }
