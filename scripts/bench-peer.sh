@@ -20,6 +20,8 @@
 #              "--debounce-quiet 1ms --debounce-max 10ms" (issue 14's side-by-side run)
 #   PIN        auto (default): with taskset and 2 or more CPUs, each server runs on CPU 0 and
 #              galleon-load (the sinks) on CPU 1; 0: no pinning
+#   SERVER_ENV NAME=VALUE words added to the servers' environment only (not galleon-load's),
+#              e.g. SERVER_ENV=GOMEMLIMIT=140MiB; default none
 #
 # For each protocol, then for galleon-file and the peer in turn: the registry is generated again
 # (so every run starts from the same files), the server starts on free loopback ports, is timed
@@ -49,7 +51,7 @@ PROG=bench-peer
 case "${1:-}" in
 '') ;;
 -h | --help)
-	sed -n '2,37p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 	;;
 *)
@@ -82,6 +84,10 @@ for p in "${PROTOS[@]}"; do
 	[[ $p == delta || $p == sotw ]] || fail "PROTOCOLS: $p: want delta or sotw"
 done
 read -r -a DEBOUNCE_ARGS <<<"$DEBOUNCE"
+read -r -a SERVER_ENV_ARGS <<<"${SERVER_ENV:-}"
+for kv in "${SERVER_ENV_ARGS[@]}"; do
+	[[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || fail "SERVER_ENV: $kv: want NAME=VALUE words"
+done
 for tool in go curl awk sed; do
 	have "$tool" || fail "$tool is not on PATH"
 done
@@ -190,7 +196,7 @@ start_server() {
 		fi
 		say "${SERVER_PIN[*]}${SERVER_PIN[*]:+ }$(basename "$bin") ${args[*]}"
 		t0=$(now)
-		spawn SERVER_PID "$log" . "${SERVER_PIN[@]}" "$bin" "${args[@]}"
+		spawn SERVER_PID "$log" . env "${SERVER_ENV_ARGS[@]}" "${SERVER_PIN[@]}" "$bin" "${args[@]}"
 		ready=''
 		deadline=$(awk -v n="$t0" 'BEGIN { printf "%.3f", n + 600 }')
 		while alive "$SERVER_PID"; do

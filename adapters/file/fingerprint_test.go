@@ -36,6 +36,8 @@ func newScanState(t *testing.T, dir string) (*runState, *recordingSink) {
 		watcher: w,
 		files:   map[string]*fileState{},
 		served:  map[model.ServiceKey]served{},
+
+		statRacy: racyStat,
 	}, sink
 }
 
@@ -151,4 +153,50 @@ func TestUnreadableFileIsParsedAgain(t *testing.T) {
 	if len(events) != 3 || !strings.HasPrefix(events[1], "rejected "+record+": cannot read file") || events[2] != "cleared "+record {
 		t.Errorf("events = %q, want the Replace, one read rejection and, once the file reads again, its clearing", events)
 	}
+}
+
+// TestUnchangedStatIsNotRead: once a file's stat is older than the racy margin (shortened here),
+// a scan does not open it while its stat is unchanged, and a rewrite of the same size that sets
+// the modification time back is still seen, by its status-change time.
+func TestUnchangedStatIsNotRead(t *testing.T) {
+	if _, ok := statKeyOf(mustStat(t, t.TempDir())); !ok {
+		t.Skip("no stat key on this platform: every scan fingerprints every file")
+	}
+	dir := t.TempDir()
+	content := func(addr string) string {
+		return services(svc("one")+"  instances:\n  - {id: one-1, address: "+addr+"}\n", svc("two", "10.0.0.2"))
+	}
+	path := writeFile(t, dir, "a.yaml", content("10.0.0.1"))
+	writeFile(t, dir, "b.yaml", services(svc("three", "10.0.0.3")))
+	before := mustStat(t, path)
+	s, sink := newScanState(t, dir)
+	s.statRacy = 0
+	time.Sleep(20 * time.Millisecond) // past the file system's timestamp tick
+	s.sync()
+	opened := s.opened
+	s.sync()
+	if s.opened != opened {
+		t.Errorf("a scan of two unchanged files opened %d files", s.opened-opened)
+	}
+
+	writeFile(t, dir, "a.yaml", content("10.0.0.7"))
+	if err := os.Chtimes(path, before.ModTime(), before.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if after := mustStat(t, path); after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("setup: size %d -> %d, mtime %v -> %v", before.Size(), after.Size(), before.ModTime(), after.ModTime())
+	}
+	s.sync()
+	if _, state := sink.snapshot(); firstAddress(state, "one") != "10.0.0.7" {
+		t.Errorf("one is served at %s after a same-size rewrite with the old mtime, want 10.0.0.7", firstAddress(state, "one"))
+	}
+}
+
+func mustStat(t *testing.T, path string) os.FileInfo {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi
 }
