@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Helpers the benchmark scripts share (scripts/bench-eureka.sh, scripts/bench-zookeeper.sh,
-# scripts/bench-peer.sh), sourced by them: output, time, /proc, starting and stopping processes,
-# the report of an exit, and scripts/proc-lib.sh's processes and ports. fail and exit_report read
+# scripts/bench-peer.sh, scripts/bench-start.sh), sourced by them: output, time, /proc, starting
+# and stopping processes, arguments, the report of an exit, and scripts/proc-lib.sh's processes
+# and ports. fail and exit_report read
 # the sourcing script's PROG, STEP and LOG_DIR; fail sets FAILED; step sets STEP; row appends to ROWS.
 # shellcheck disable=SC2034 # FAILED, STEP and ROWS are the sourcing script's
 
@@ -105,4 +106,42 @@ trap_signals() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	trap 'exit 129' HUP
+}
+
+# no_args SCRIPT ARGS...: with --help, prints SCRIPT's header comment (line 2 up to the first line
+# that is not a comment) and exits 2; any other argument is refused: the benchmark scripts take
+# their settings from the environment. Reads the sourcing script's PROG.
+no_args() {
+	local script=$1
+	shift
+	case "${1:-}" in
+	'') ;;
+	-h | --help)
+		awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$script" >&2
+		exit 2
+		;;
+	*)
+		printf '%s: no arguments are taken; settings are environment variables (--help)\n' "$PROG" >&2
+		exit 2
+		;;
+	esac
+}
+
+# exit_one_server: the EXIT trap of a script that runs one server at a time (SERVER_PID) and keeps
+# its files in TMP_DIR. It reports the exit (exit_report), stops the server, removes TMP_DIR (after
+# a failure only its large bin/ and registry/: the logs stay for the failure line to point at),
+# and exits with the script's code. Install it with: trap exit_one_server EXIT; trap_signals
+exit_one_server() {
+	local code=$? interrupted=0
+	trap - EXIT INT TERM HUP
+	exit_report "$code" && interrupted=1
+	stop "$SERVER_PID"
+	if [[ -n "$TMP_DIR" ]]; then
+		if ((code == 0 || interrupted)); then
+			rm -rf "$TMP_DIR"
+		else
+			rm -rf "${TMP_DIR:?}/bin" "${TMP_DIR:?}/registry"
+		fi
+	fi
+	exit "$code"
 }

@@ -48,17 +48,7 @@ export LC_ALL=C # a decimal point in EPOCHREALTIME and awk; byte-wise sed
 
 PROG=bench-peer
 
-case "${1:-}" in
-'') ;;
--h | --help)
-	sed -n '2,39p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-	;;
-*)
-	printf '%s: no arguments are taken; settings are environment variables (--help)\n' "$PROG" >&2
-	exit 2
-	;;
-esac
+no_args "${BASH_SOURCE[0]}" "$@"
 
 SERVICES=${SERVICES:-10000}
 INSTANCES=${INSTANCES:-10}
@@ -93,22 +83,7 @@ for tool in go curl awk sed; do
 done
 [[ -r /proc/self/status ]] || fail "no /proc: this script reads memory from /proc/<pid>/status (Linux)"
 
-on_exit() {
-	local code=$? interrupted=0
-	trap - EXIT INT TERM HUP
-	exit_report "$code" && interrupted=1
-	stop "$SERVER_PID"
-	if [[ -n "$TMP_DIR" ]]; then
-		if ((code == 0 || interrupted)); then
-			rm -rf "$TMP_DIR"
-		else
-			# Keep the logs; the registry and the binaries are large.
-			rm -rf "${TMP_DIR:?}/bin" "${TMP_DIR:?}/registry"
-		fi
-	fi
-	exit "$code"
-}
-trap on_exit EXIT
+trap exit_one_server EXIT
 trap_signals
 
 USED_PORTS=' '

@@ -17,121 +17,93 @@ import (
 // carry the same labels, and a map decoded only to be dropped for an equal one was a fifth of
 // what a parse allocated.
 func decodeService(n *yaml.Node, spec *serviceSpec, in *interner) bool {
-	if n.Kind != yaml.MappingNode {
-		return false
-	}
-	var seen uint32
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, v := n.Content[i], n.Content[i+1]
-		if !isStr(key) {
-			return false
-		}
-		var bit uint32
-		ok := true
-		switch key.Value {
+	return decodeFields(n, func(key string, v *yaml.Node) (int, bool) {
+		switch key {
 		case "name":
-			bit, ok = 1<<0, decodeString(v, &spec.Name)
+			return 0, decodeString(v, &spec.Name)
 		case "namespace":
-			bit, ok = 1<<1, decodeString(v, &spec.Namespace)
+			return 1, decodeString(v, &spec.Namespace)
 		case "hosts":
-			bit, ok = 1<<2, decodeStrings(v, &spec.Hosts)
+			return 2, decodeStrings(v, &spec.Hosts)
 		case "addresses":
-			bit, ok = 1<<3, decodeStrings(v, &spec.Addresses)
+			return 3, decodeStrings(v, &spec.Addresses)
 		case "ports":
-			bit = 1 << 4
-			ok = decodeSlice(v, &spec.Ports, decodePort)
+			return 4, decodeSlice(v, &spec.Ports, decodePort)
 		case "labels":
-			bit, ok = 1<<5, decodeStringMap(v, &spec.Labels, in)
+			return 5, decodeStringMap(v, &spec.Labels, in)
 		case "annotations":
-			bit, ok = 1<<6, decodeStringMap(v, &spec.Annotations, in)
+			return 6, decodeStringMap(v, &spec.Annotations, in)
 		case "location":
-			bit, ok = 1<<7, decodeString(v, &spec.Location)
+			return 7, decodeString(v, &spec.Location)
 		case "resolution":
-			bit, ok = 1<<8, decodeString(v, &spec.Resolution)
+			return 8, decodeString(v, &spec.Resolution)
 		case "exportTo":
-			bit, ok = 1<<9, decodeStrings(v, &spec.ExportTo)
+			return 9, decodeStrings(v, &spec.ExportTo)
 		case "instances":
-			bit = 1 << 10
-			ok = decodeSlice(v, &spec.Instances, func(n *yaml.Node, inst *instanceSpec) bool { return decodeInstance(n, inst, in) })
-		default:
-			return false
+			return 10, decodeSlice(v, &spec.Instances, func(n *yaml.Node, inst *instanceSpec) bool { return decodeInstance(n, inst, in) })
 		}
-		if !ok || seen&bit != 0 {
-			return false // a repeated key is an error Node.Decode words
-		}
-		seen |= bit
-	}
-	return true
+		return 0, false
+	})
 }
 
 func decodePort(n *yaml.Node, p *portSpec) bool {
-	if n.Kind != yaml.MappingNode {
-		return false
-	}
-	var seen uint32
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, v := n.Content[i], n.Content[i+1]
-		if !isStr(key) {
-			return false
-		}
-		var bit uint32
-		ok := true
-		switch key.Value {
+	return decodeFields(n, func(key string, v *yaml.Node) (int, bool) {
+		switch key {
 		case "number":
-			bit, ok = 1<<0, decodeUint32(v, &p.Number)
+			return 0, decodeUint32(v, &p.Number)
 		case "protocol":
-			bit, ok = 1<<1, decodeString(v, &p.Protocol)
+			return 1, decodeString(v, &p.Protocol)
 		case "name":
-			bit, ok = 1<<2, decodeString(v, &p.Name)
-		default:
-			return false
+			return 2, decodeString(v, &p.Name)
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
-	}
-	return true
+		return 0, false
+	})
 }
 
 func decodeInstance(n *yaml.Node, inst *instanceSpec, in *interner) bool {
+	return decodeFields(n, func(key string, v *yaml.Node) (int, bool) {
+		switch key {
+		case "id":
+			return 0, decodeString(v, &inst.ID)
+		case "address":
+			return 1, decodeString(v, &inst.Address)
+		case "ports":
+			return 2, decodePortMap(v, &inst.Ports)
+		case "labels":
+			return 3, decodeStringMap(v, &inst.Labels, in)
+		case "locality":
+			return 4, decodeString(v, &inst.Locality)
+		case "network":
+			return 5, decodeString(v, &inst.Network)
+		case "weight":
+			return 6, decodeUint32(v, &inst.Weight)
+		case "health":
+			return 7, decodeString(v, &inst.Health)
+		case "serviceAccount":
+			return 8, decodeString(v, &inst.ServiceAccount)
+		}
+		return 0, false
+	})
+}
+
+// decodeFields walks a mapping node's key/value pairs; field decodes one value and returns its
+// field's number (below 32) and whether it could. Any other key, a value field cannot take, or a
+// key given twice (an error Node.Decode words) makes it return false.
+func decodeFields(n *yaml.Node, field func(key string, v *yaml.Node) (int, bool)) bool {
 	if n.Kind != yaml.MappingNode {
 		return false
 	}
 	var seen uint32
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, v := n.Content[i], n.Content[i+1]
+		key := n.Content[i]
 		if !isStr(key) {
 			return false
 		}
-		var bit uint32
-		ok := true
-		switch key.Value {
-		case "id":
-			bit, ok = 1<<0, decodeString(v, &inst.ID)
-		case "address":
-			bit, ok = 1<<1, decodeString(v, &inst.Address)
-		case "ports":
-			bit, ok = 1<<2, decodePortMap(v, &inst.Ports)
-		case "labels":
-			bit, ok = 1<<3, decodeStringMap(v, &inst.Labels, in)
-		case "locality":
-			bit, ok = 1<<4, decodeString(v, &inst.Locality)
-		case "network":
-			bit, ok = 1<<5, decodeString(v, &inst.Network)
-		case "weight":
-			bit, ok = 1<<6, decodeUint32(v, &inst.Weight)
-		case "health":
-			bit, ok = 1<<7, decodeString(v, &inst.Health)
-		case "serviceAccount":
-			bit, ok = 1<<8, decodeString(v, &inst.ServiceAccount)
-		default:
+		f, ok := field(key.Value, n.Content[i+1])
+		if !ok || seen&(1<<f) != 0 {
 			return false
 		}
-		if !ok || seen&bit != 0 {
-			return false
-		}
-		seen |= bit
+		seen |= 1 << f
 	}
 	return true
 }

@@ -2,14 +2,10 @@ package file
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/galleon-mesh/galleon/internal/loadtest"
 )
 
 // checkDecodeService fails t if decodeService accepts a service node and fills anything but what
@@ -105,16 +101,7 @@ func TestDecodeServiceMatchesYAMLv3(t *testing.T) {
 	}
 
 	// The load tool's registry: every service takes the fast path.
-	dir := t.TempDir()
-	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 60, Instances: 3, PerFile: 30}); err != nil {
-		t.Fatal(err)
-	}
-	generated, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	for _, path := range generated {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, data := range generatedFiles(t, 60, 3, 30) {
 		for _, n := range serviceNodes(data) {
 			if !checkDecodeService(t, path, n) {
 				t.Errorf("%s: a service of the load tool's registry is left to Node.Decode", path)

@@ -173,20 +173,32 @@ func TestFastDocumentsMatchYAMLv3(t *testing.T) {
 	t.Logf("%d of the repository's %d YAML files are in the subset, all read as yaml.v3 reads them", taken, files)
 
 	// The load tool's registry, which the start benchmarks read.
-	dir := t.TempDir()
-	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 120, Instances: 3, PerFile: 50}); err != nil {
-		t.Fatal(err)
-	}
-	generated, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	for _, path := range generated {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for path, data := range generatedFiles(t, 120, 3, 50) {
 		if !checkFastDocuments(t, path, data) {
 			t.Errorf("%s: the load tool's registry is left to yaml.v3", path)
 		}
 	}
+}
+
+// generatedFiles writes the load tool's registry (galleon-load generate) and returns its files'
+// contents by path.
+func generatedFiles(tb testing.TB, services, instances, perFile int) map[string][]byte {
+	tb.Helper()
+	dir := tb.TempDir()
+	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: services, Instances: instances, PerFile: perFile}); err != nil {
+		tb.Fatal(err)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		tb.Fatalf("the generated registry in %s: %d files, %v", dir, len(paths), err)
+	}
+	files := make(map[string][]byte, len(paths))
+	for _, path := range paths {
+		if files[path], err = os.ReadFile(path); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return files
 }
 
 // FuzzFastDocuments: whatever fastDocuments accepts, yaml.v3 reads into the same trees.

@@ -66,11 +66,7 @@ func (in *interner) strMap(m map[string]string) map[string]string {
 	slices.Sort(keys)
 	enc := in.key[:0]
 	for _, k := range keys {
-		v := m[k]
-		enc = binary.AppendUvarint(enc, uint64(len(k)))
-		enc = append(enc, k...)
-		enc = binary.AppendUvarint(enc, uint64(len(v)))
-		enc = append(enc, v...)
+		enc = appendPair(enc, k, m[k])
 	}
 	in.keys, in.key = keys[:0], enc[:0]
 	if shared, ok := in.maps[string(enc)]; ok {
@@ -103,10 +99,7 @@ func (in *interner) strMapOf(pairs []*yaml.Node) (map[string]string, bool) {
 			in.idx, in.key = idx[:0], enc[:0]
 			return nil, false
 		}
-		enc = binary.AppendUvarint(enc, uint64(len(k)))
-		enc = append(enc, k...)
-		enc = binary.AppendUvarint(enc, uint64(len(v)))
-		enc = append(enc, v...)
+		enc = appendPair(enc, k, v)
 	}
 	in.idx, in.key = idx[:0], enc[:0]
 	if shared, ok := in.maps[string(enc)]; ok {
@@ -118,4 +111,13 @@ func (in *interner) strMapOf(pairs []*yaml.Node) (map[string]string, bool) {
 	}
 	in.maps[string(enc)] = out
 	return out, true
+}
+
+// appendPair appends a map entry to a map's canonical encoding (entries in key order, each
+// length-prefixed), which strMap and strMapOf share so that equal maps meet.
+func appendPair(enc []byte, k, v string) []byte {
+	enc = binary.AppendUvarint(enc, uint64(len(k)))
+	enc = append(enc, k...)
+	enc = binary.AppendUvarint(enc, uint64(len(v)))
+	return append(enc, v...)
 }
