@@ -69,7 +69,13 @@ func TestClientChosenTypeURLsShareOneLabel(t *testing.T) {
 		c.send(seV1, "", "", false)
 		c.recv()
 	}
-	got := labelValues(t, reg, "galleon_xds_responses_total", "type")
+	// The server counts a response after its Send returned, which can be after the client read
+	// it: wait for the last count, then check that no other label value appeared.
+	var got map[string]float64
+	eventually(t, "3 ServiceEntry responses counted", func() bool {
+		got = labelValues(t, reg, "galleon_xds_responses_total", "type")
+		return got[seV1] >= 3 && got["other"] >= 120
+	})
 	if len(got) != 2 || got["other"] != 120 || got[seV1] != 3 {
 		t.Errorf("responses by type label = %v, want only %s (3) and other (120)", got, seV1)
 	}
