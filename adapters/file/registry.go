@@ -91,6 +91,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -414,6 +415,8 @@ type fileState struct {
 	// Neither the slice nor its elements are modified once set: the
 	// reported state points into it.
 	good []parsedService
+	// index finds a service of good by its key (set with good, by setGood).
+	index map[model.ServiceKey]int
 	// rejected are the malformed services of the last good content.
 	rejected []rejection
 	// fileErr is set while the current content is malformed or unreadable.
@@ -437,7 +440,16 @@ type runState struct {
 	// into the files' states, so an entry of a file not parsed again is
 	// the same pointer, and known unchanged without comparing it.
 	served map[model.ServiceKey]served
-	synced bool // the files were reported once
+	// definers lists, for every key some file's good defines, those
+	// files' names in order (the first wins); dups holds the keys with
+	// more than one; dirty the keys whose winner may differ from served.
+	// setGood keeps them, so that a report costs what changed, not the
+	// whole registry (merging 10,001 services on every scan was most of
+	// the CPU a one-file change cost once files were no longer re-hashed).
+	definers map[model.ServiceKey][]string
+	dups     map[model.ServiceKey]struct{}
+	dirty    map[model.ServiceKey]struct{}
+	synced   bool // the files were reported once
 	// changed is set when a scan changed what the files contribute (a
 	// file parsed, added, removed or unreadable) and cleared by report: a
 	// scan that changed nothing has nothing to report.
@@ -594,8 +606,9 @@ func (s *runState) scan() error {
 		}
 	}
 	s.parseAndKeep(toParse)
-	for name := range s.files {
+	for name, fs := range s.files {
 		if !seen[name] {
+			s.setGood(name, fs, nil)
 			delete(s.files, name)
 			s.changed = true
 		}
@@ -627,7 +640,9 @@ func (s *runState) parseAndKeep(files []fileParse) {
 			s.keepLastGood(f.name, f.fs)
 		} else {
 			f.fs.fileErr = nil
-			f.fs.good, f.fs.rejected = carryForward(f.fs.good, f.parsed)
+			var good []parsedService
+			good, f.fs.rejected = carryForward(f.fs.good, f.parsed)
+			s.setGood(f.name, f.fs, good)
 			s.persist(f.name, f.data)
 		}
 		*f = fileParse{} // the content and parse are kept in fs now, or dropped
@@ -754,7 +769,8 @@ func (s *runState) keepLastGood(name string, fs *fileState) {
 		path := filepath.Join(s.cfg.StateDir, name)
 		if data, err := os.ReadFile(path); err == nil {
 			if parsed, rej := parseFile(filepath.Join(s.cfg.Dir, name), data, s.cfg.Namespace); rej == nil {
-				fs.good, _ = carryForward(nil, parsed)
+				good, _ := carryForward(nil, parsed)
+				s.setGood(name, fs, good)
 				fs.fileErr.err = fmt.Errorf("%w (its last good content, kept in %s, is served)", fs.fileErr.err, s.cfg.StateDir)
 				return
 			}
@@ -896,34 +912,36 @@ type served struct {
 	file string // base name
 }
 
-// reportFiles merges the files and hands the result to the reconciler,
-// which reports what changed (a Replace on the first report and after an
-// outage). Services of files not parsed again are not even compared.
+// reportFiles hands the reconciler the winners of the dirty keys (see
+// setGood), which reports what changed (a Replace on the first report and
+// after an outage). Services of files not parsed again are not looked at.
 func (s *runState) reportFiles() {
 	s.changed = false
-	desired, rejections := s.merge()
-	if s.holdEmpty(desired) || s.holdRemovals(desired) {
-		return
+	rejections := s.rejections()
+	if s.holdEmpty(len(s.definers)) || s.holdRemovals() {
+		return // the dirty keys wait for a later report
 	}
 	rejected := make(map[string]error, len(rejections))
 	for _, rej := range rejections {
 		rejected[rej.record()] = rej.err
 	}
 	s.report.SetRejections(rejected)
-	for k, cur := range desired {
-		if old, ok := s.served[k]; !ok || old.parsedService != cur.parsedService {
+	for k := range s.dirty {
+		cur, ok := s.winner(k)
+		old, had := s.served[k]
+		switch {
+		case ok && (!had || old.parsedService != cur.parsedService):
 			s.report.Set(cur.svc)
-		}
-	}
-	for k := range s.served {
-		if _, ok := desired[k]; !ok {
+			s.served[k] = cur
+		case !ok && had:
 			s.report.Remove(k)
+			delete(s.served, k)
 		}
 	}
-	s.served = desired
+	clear(s.dirty)
 	if !s.synced || s.unreachable != nil {
 		// Debug: the core logs "registry synced" once the listing is served.
-		s.log.Debug("directory listed", "services", len(desired), "files", len(s.files))
+		s.log.Debug("directory listed", "services", len(s.served), "files", len(s.files))
 	}
 	s.report.Flush()
 	s.synced = true
@@ -940,8 +958,8 @@ func (s *runState) reportFiles() {
 // or a volume mounted empty, is far likelier than an operator removing
 // every service that way. It is reported as an outage until a file
 // appears; a file with "services: []" removes everything on purpose.
-func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
-	if len(desired) > 0 || len(s.files) > 0 {
+func (s *runState) holdEmpty(desired int) bool {
+	if desired > 0 || len(s.files) > 0 {
 		return false
 	}
 	before := len(s.served)
@@ -973,9 +991,9 @@ func (s *runState) holdEmpty(desired map[model.ServiceKey]served) bool {
 // removals timer then forces it), so that a file read while being written
 // removes nothing. While files keep changing, the hold lasts at most
 // maxHoldFactor delays.
-func (s *runState) holdRemovals(desired map[model.ServiceKey]served) bool {
+func (s *runState) holdRemovals() bool {
 	now := time.Now()
-	if !s.synced || !loses(s.served, desired) {
+	if !s.synced || !s.loses() {
 		if !s.holdSince.IsZero() {
 			s.log.Info("held removals are gone: the files were only being written")
 		}
@@ -995,11 +1013,15 @@ func (s *runState) holdRemovals(desired map[model.ServiceKey]served) bool {
 	return false
 }
 
-// loses says whether going from old to new removes a service or one of a
+// loses says whether reporting the dirty keys removes a service or one of a
 // service's instances.
-func loses(old, new map[model.ServiceKey]served) bool {
-	for k, o := range old {
-		n, ok := new[k]
+func (s *runState) loses() bool {
+	for k := range s.dirty {
+		o, had := s.served[k]
+		if !had {
+			continue
+		}
+		n, ok := s.winner(k)
 		if !ok {
 			return true
 		}
@@ -1019,36 +1041,81 @@ func loses(old, new map[model.ServiceKey]served) bool {
 	return false
 }
 
-// merge combines the files, in name order, into the services to serve and
-// the rejections that currently apply. The merged state points into the
-// files' states: it costs a map entry per service, not a copy.
-func (s *runState) merge() (map[model.ServiceKey]served, []rejection) {
-	names := make([]string, 0, len(s.files))
-	for name := range s.files {
-		names = append(names, name)
+// setGood makes good what file name contributes, keeping definers, dups
+// and dirty: every key the file defined before or defines now may have
+// another winner.
+func (s *runState) setGood(name string, fs *fileState, good []parsedService) {
+	if s.definers == nil {
+		s.definers = map[model.ServiceKey][]string{}
+		s.dups = map[model.ServiceKey]struct{}{}
+		s.dirty = map[model.ServiceKey]struct{}{}
 	}
-	sort.Strings(names)
+	for i := range fs.good {
+		k := fs.good[i].svc.Key()
+		d := s.definers[k]
+		if at, ok := slices.BinarySearch(d, name); ok {
+			d = slices.Delete(d, at, at+1)
+		}
+		if len(d) == 0 {
+			delete(s.definers, k)
+		} else {
+			s.definers[k] = d
+		}
+		if len(d) < 2 {
+			delete(s.dups, k)
+		}
+		s.dirty[k] = struct{}{}
+	}
+	fs.good, fs.index = good, nil
+	if len(good) > 0 {
+		fs.index = make(map[model.ServiceKey]int, len(good))
+	}
+	for i := range good {
+		k := good[i].svc.Key()
+		fs.index[k] = i
+		d := s.definers[k]
+		if at, ok := slices.BinarySearch(d, name); !ok {
+			d = slices.Insert(d, at, name)
+		}
+		s.definers[k] = d
+		if len(d) > 1 {
+			s.dups[k] = struct{}{}
+		}
+		s.dirty[k] = struct{}{}
+	}
+}
 
-	desired := make(map[model.ServiceKey]served, len(s.served))
-	var rejections []rejection
-	for _, name := range names {
-		fs := s.files[name]
-		path := filepath.Join(s.cfg.Dir, name)
+// winner is the service to serve for k: the definition in the file whose
+// name sorts first. The merged state points into the files' states: it
+// costs a map entry per service, not a copy.
+func (s *runState) winner(k model.ServiceKey) (served, bool) {
+	d := s.definers[k]
+	if len(d) == 0 {
+		return served{}, false
+	}
+	fs := s.files[d[0]]
+	return served{parsedService: &fs.good[fs.index[k]], file: d[0]}, true
+}
+
+// rejections are the rejections that currently apply: the files' own, and
+// every definition of a service that a file sorting earlier also defines.
+func (s *runState) rejections() []rejection {
+	var out []rejection
+	for _, fs := range s.files {
 		if fs.fileErr != nil {
-			rejections = append(rejections, *fs.fileErr)
+			out = append(out, *fs.fileErr)
 		}
-		rejections = append(rejections, fs.rejected...)
-		for i := range fs.good {
-			ps := &fs.good[i]
-			k := ps.svc.Key()
-			if first, dup := desired[k]; dup {
-				owner := rejection{path: filepath.Join(s.cfg.Dir, first.file), line: first.line}.record()
-				rejections = append(rejections, rejection{path: path, line: ps.line, err: fmt.Errorf(
-					"service %s is already defined in %s; the definition in the file whose name sorts first wins", k, owner)})
-				continue
-			}
-			desired[k] = served{parsedService: ps, file: name}
+		out = append(out, fs.rejected...)
+	}
+	for k := range s.dups {
+		d := s.definers[k]
+		first := s.files[d[0]]
+		owner := rejection{path: filepath.Join(s.cfg.Dir, d[0]), line: first.good[first.index[k]].line}.record()
+		for _, name := range d[1:] {
+			fs := s.files[name]
+			out = append(out, rejection{path: filepath.Join(s.cfg.Dir, name), line: fs.good[fs.index[k]].line, err: fmt.Errorf(
+				"service %s is already defined in %s; the definition in the file whose name sorts first wins", k, owner)})
 		}
 	}
-	return desired, rejections
+	return out
 }
