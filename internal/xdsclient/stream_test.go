@@ -7,23 +7,11 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
 )
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
 
 func TestSotWStreamRequestSequence(t *testing.T) {
 	good := xdsclienttest.MCPResource(t, "ns/a", "1", time.Time{}, nil, serviceEntry("a"))
@@ -35,7 +23,7 @@ func TestSotWStreamRequestSequence(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	s, err := xdsclient.OpenSotW(ctx, dial(t, srv.Addr), xdsclient.NewNode("test-node"), []string{seType})
+	s, err := xdsclient.OpenSotW(ctx, xdsclienttest.Dial(t, srv.Addr), xdsclient.NewNode("test-node"), []string{seType})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +84,7 @@ func TestDeltaStreamRequestSequence(t *testing.T) {
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := xdsclient.OpenDelta(ctx, dial(t, srv.Addr), xdsclient.NewNode("n"), []string{seType})
+	d, err := xdsclient.OpenDelta(ctx, xdsclienttest.Dial(t, srv.Addr), xdsclient.NewNode("n"), []string{seType})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	mcp "istio.io/api/mcp/v1alpha1"
@@ -24,6 +22,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/daemontest"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
+	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
 )
 
 const seType = "networking.istio.io/v1/ServiceEntry"
@@ -127,20 +126,10 @@ func startPeer(t *testing.T, cfg Config) (grpcAddr string) {
 	}
 }
 
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 // sotwState is the first SotW response of addr for typeURL, by resource name.
 func sotwState(ctx context.Context, t *testing.T, addr, typeURL string) map[string]*anypb.Any {
 	t.Helper()
-	st, err := xdsclient.OpenSotW(ctx, dial(t, addr), xdsclient.NewNode("peer-test"), []string{typeURL})
+	st, err := xdsclient.OpenSotW(ctx, xdsclienttest.Dial(t, addr), xdsclient.NewNode("peer-test"), []string{typeURL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +176,7 @@ func mcpName(t *testing.T, a *anypb.Any) string {
 
 func openDelta(ctx context.Context, t *testing.T, addr, typeURL string) *xdsclient.DeltaStream {
 	t.Helper()
-	d, err := xdsclient.OpenDelta(ctx, dial(t, addr), xdsclient.NewNode("peer-test"), []string{typeURL})
+	d, err := xdsclient.OpenDelta(ctx, xdsclienttest.Dial(t, addr), xdsclient.NewNode("peer-test"), []string{typeURL})
 	if err != nil {
 		t.Fatal(err)
 	}
