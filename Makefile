@@ -37,6 +37,9 @@ unit: deps consul eureka zookeeper ## unit and protocol tests of the main module
 # The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.31-dev starts only
 # with a Kubernetes API server, which the harness runs for it (test/kube).
 E2E_ISTIOD_RELEASES ?= 1.29.2,1.31-dev
+# -parallel 4: the registry outage tests (a minute each, file and Consul, per release) are the
+# only parallel tests there, and they spend their minute waiting; go test's default of one per
+# core ran them two by two.
 
 istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go module proxy (once; ~5 min cold each)
 	scripts/istiod.sh build >/dev/null
@@ -53,7 +56,7 @@ eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the E
 	scripts/eureka.sh build >/dev/null
 
 e2e: deps istiod kube ## end-to-end and conformance tests against real istiods (E2E_ISTIOD_RELEASES, or GALLEON_ISTIOD_RELEASES), the chart on a real kube-apiserver, and the set-up scripts' failure paths
-	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) scripts/test-report.sh test -count=1 ./...
+	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) scripts/test-report.sh test -count=1 -parallel 4 ./...
 	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
 
 fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input lands in the package's testdata/fuzz: commit it

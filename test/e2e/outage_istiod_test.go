@@ -51,6 +51,9 @@ func holdsDuring(t *testing.T, ctx context.Context, ist *istiod.Istiod, d time.D
 // (docs/reliability.md), and only bounded loosely here: figures are not asserted by tests.
 func TestRegistryOutageToIstiod(t *testing.T) {
 	istiod.ForEachRelease(t, func(t *testing.T, rel istiod.Release) {
+		// Every release's outages run at once (make e2e passes -parallel 4): they spend their
+		// minute waiting, and one release after the other they were half of the package's time.
+		t.Parallel()
 		t.Run("file", func(t *testing.T) { t.Parallel(); testFileOutage(t, rel) })
 		t.Run("consul", func(t *testing.T) { t.Parallel(); testConsulOutage(t, rel) })
 	})

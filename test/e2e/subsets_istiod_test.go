@@ -53,8 +53,10 @@ func testSubsetsToTwoIstiods(t *testing.T, rel istiod.Release) {
 	}
 
 	g := startGalleon(t, bin, "--dir", regDir, "--subsets", rules)
-	canary := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}, Env: []string{"REVISION=canary"}})
-	stable := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
+	// Both revisions on one API server when the release needs one, as in a canary upgrade.
+	kubeconfig := istiod.KubeconfigFor(t, rel)
+	canary := istiod.Start(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g.Addr}, Env: []string{"REVISION=canary"}})
+	stable := istiod.Start(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g.Addr}})
 
 	exactly := func(want ...string) func(map[string]serviceEntry) string {
 		return func(ses map[string]serviceEntry) string {

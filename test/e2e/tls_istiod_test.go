@@ -46,9 +46,11 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 		Instances: []fileInstance{{ID: "secure-1", Address: "10.9.0.1"}},
 	}}})
 	g := startGalleon(t, bin, "--dir", dir, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	// One API server for the istiods below, which run one after another.
+	kubeconfig := istiod.KubeconfigFor(t, rel)
 
 	t.Run("verified", func(t *testing.T) {
-		ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr},
+		ist := istiod.Start(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g.Addr},
 			SourceTLS: map[string]istiod.SourceTLS{g.Addr: {CACertificates: caPEM(pki), SNI: "localhost", SubjectAltNames: []string{"localhost"}}}})
 		waitForServiceEntries(t, ctx, ist, "the service over TLS", func(ses map[string]serviceEntry) string {
 			if _, ok := ses["e2e/secure"]; !ok {
@@ -66,7 +68,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 		{"another SAN", istiod.SourceTLS{CACertificates: caPEM(pki), SNI: "localhost", SubjectAltNames: []string{"galleon.example"}}, "no matching SAN found"},
 	} {
 		t.Run("refused: "+tc.name, func(t *testing.T) {
-			why := istiod.StartRefused(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr},
+			why := istiod.StartRefused(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g.Addr},
 				SourceTLS: map[string]istiod.SourceTLS{g.Addr: tc.tls}})
 			if !strings.Contains(why, tc.log) {
 				t.Errorf("istiod gave up, but not saying %q:\n%s", tc.log, why)
@@ -110,7 +112,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 			t.Error("the refusal is not in galleon-file's log")
 		}
 		// istiod presents no certificate: let in.
-		ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g2.Addr},
+		ist := istiod.Start(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g2.Addr},
 			SourceTLS: map[string]istiod.SourceTLS{g2.Addr: {CACertificates: caPEM(allowed), SNI: "localhost", SubjectAltNames: []string{"localhost"}}}})
 		waitForServiceEntries(t, ctx, ist, "the service over TLS, client certificates optional", func(ses map[string]serviceEntry) string {
 			if _, ok := ses["e2e/secure"]; !ok {

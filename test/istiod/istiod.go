@@ -31,7 +31,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
-	"github.com/galleon-mesh/galleon/test/kube"
 )
 
 const (
@@ -68,7 +67,8 @@ type Options struct {
 	// Kubeconfig turns istiod's Kubernetes side on: it reads that API server (a test/kube
 	// Cluster's), with the Kubernetes service registry (--registries=Kubernetes). Add "k8s://"
 	// to ConfigSources for Istio resources stored there too. Releases that cannot start without
-	// Kubernetes (Release.NeedsKubernetes) get a new cluster of their own when this is empty.
+	// Kubernetes (Release.NeedsKubernetes) get a new cluster of their own when this is empty
+	// (KubeconfigFor).
 	Kubeconfig string
 	// NoWaitSynced makes Start return as soon as the monitoring port answers, instead of waiting
 	// until istiod has synced every config source (its gRPC port only opens after that). Use it to
@@ -155,10 +155,8 @@ func prepare(t testing.TB, opts *Options) (rel Release, dir, meshPath, networksP
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = defaultStartTimeout
 	}
-	if opts.Kubeconfig == "" && rel.NeedsKubernetes() {
-		c := kube.Start(t)
-		PrepareCluster(t, c, rel)
-		opts.Kubeconfig = c.Kubeconfig
+	if opts.Kubeconfig == "" {
+		opts.Kubeconfig = KubeconfigFor(t, rel)
 	}
 	dir = t.TempDir()
 	meshPath = filepath.Join(dir, "mesh.yaml")

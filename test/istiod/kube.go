@@ -13,6 +13,22 @@ import (
 	"github.com/galleon-mesh/galleon/test/kube"
 )
 
+// KubeconfigFor returns "" for a release that starts without Kubernetes; for one that cannot
+// (Release.NeedsKubernetes), it starts an API server readied by PrepareCluster and returns its
+// kubeconfig, for Options.Kubeconfig. A test that starts such istiods one after another passes
+// them one cluster: a new one costs about 5 s (the API server's start and Istio's CRDs), and an
+// istiod started on a cluster that an earlier one used finds the CA secret it left, as a
+// restarted istiod does.
+func KubeconfigFor(t testing.TB, rel Release) string {
+	t.Helper()
+	if !rel.NeedsKubernetes() {
+		return ""
+	}
+	c := kube.Start(t)
+	PrepareCluster(t, c, rel)
+	return c.Kubeconfig
+}
+
 // PrepareCluster readies a Kubernetes API server for istiod rel: the istio-system namespace
 // (istiod's own, where it keeps its CA) and Istio's CRDs, from the CRD file of the istio.io/istio
 // module rel was built from (CRDFile). The test fails if the API server refuses any of them.

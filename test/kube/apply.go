@@ -42,6 +42,11 @@ func (c *Cluster) Client() (*Client, error) {
 }
 
 func newClient(cfg *rest.Config) (*Client, error) {
+	// client-go's default client-side limit (5 requests a second, bursts of 10) made applying
+	// Istio's 15 CRDs and waiting on them take 4.4 s against a loopback API server that answers
+	// each request in milliseconds; 1.2 s of it was the applies.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 1000, 1000
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -84,7 +89,7 @@ func (k *Client) ApplyYAML(ctx context.Context, manifests []byte, fieldManager s
 
 // Apply creates or updates each object with server-side apply (not a dry run), as `kubectl
 // apply --server-side --force-conflicts` does: Namespaces and CustomResourceDefinitions first,
-// each CRD waited on until Established and listed by discovery, then the rest in order. It returns what the API server
+// then a wait until every CRD is Established and listed by discovery, then the rest in order. It returns what the API server
 // stored, and every object it refused, each error naming the object.
 func (k *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured, fieldManager string) ([]*unstructured.Unstructured, error) {
 	var first, rest []*unstructured.Unstructured
@@ -98,6 +103,7 @@ func (k *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured, f
 	}
 	var stored []*unstructured.Unstructured
 	var errs []error
+	var crds []string
 	for _, o := range first {
 		got, err := k.applyOne(ctx, o, fieldManager)
 		if err != nil {
@@ -106,9 +112,13 @@ func (k *Client) Apply(ctx context.Context, objs []*unstructured.Unstructured, f
 		}
 		stored = append(stored, got)
 		if o.GetKind() == "CustomResourceDefinition" {
-			if err := k.waitEstablished(ctx, o.GetName()); err != nil {
-				errs = append(errs, err)
-			}
+			crds = append(crds, o.GetName())
+		}
+	}
+	// The API server establishes CRDs concurrently: wait once all are applied.
+	for _, name := range crds {
+		if err := k.waitEstablished(ctx, name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(first) > 0 {
