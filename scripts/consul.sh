@@ -52,7 +52,7 @@ build_consul() {
 	log=$(galleon_go_log "consul-$CONSUL_VERSION")
 	echo "building consul $CONSUL_VERSION from scripts/tools/consul/go.mod (first time, ~5-9 min; log $log)..." >&2
 	# The version itself comes from the embedded version/VERSION file; only the commit is unset.
-	if ! galleon_go_build "$log" "$TOOLS_DIR" "$out" "$CONSUL_MODULE" -trimpath -ldflags "-X $v.GitCommit=v$CONSUL_VERSION"; then
+	if ! galleon_go_build "$log" "$TOOLS_DIR" "$out" "$CONSUL_MODULE" -ldflags "$GALLEON_TOOL_LDFLAGS -X $v.GitCommit=v$CONSUL_VERSION"; then
 		galleon_go_failure consul.sh "$log" "go build $CONSUL_MODULE@v$CONSUL_VERSION from scripts/tools/consul/go.sum" \
 			"retry later, or set GALLEON_CONSUL_BIN to a consul $CONSUL_VERSION binary"
 		return 1

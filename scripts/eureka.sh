@@ -90,8 +90,8 @@ build_polaris() {
 	work=$(mktemp -d "${TMPDIR:-/tmp}/galleon-polaris.XXXXXX")
 	patched_module "$log" "$work" || rc=$?
 	if ((rc == 0)); then
-		galleon_go_build "$log" "$TOOLS_DIR" "$out" "$POLARIS_MODULE" -modfile="$work/build.mod" -trimpath \
-			-ldflags "-X $v.Version=v$POLARIS_VERSION" || rc=1
+		galleon_go_build "$log" "$TOOLS_DIR" "$out" "$POLARIS_MODULE" -modfile="$work/build.mod" \
+			-ldflags "$GALLEON_TOOL_LDFLAGS -X $v.Version=v$POLARIS_VERSION" || rc=1
 	fi
 	rm -rf "$work"
 	if ((rc == 1)); then

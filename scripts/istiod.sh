@@ -69,7 +69,7 @@ check_pin() {
 
 build_pilot_discovery() {
 	local out=$1 v=istio.io/istio/pkg/version log tried s
-	local ldflags="-X $v.buildVersion=$REL -X $v.buildGitRevision=$GITREV -X $v.buildTag=$REL -X $v.buildStatus=Clean"
+	local ldflags="$GALLEON_TOOL_LDFLAGS -X $v.buildVersion=$REL -X $v.buildGitRevision=$GITREV -X $v.buildTag=$REL -X $v.buildStatus=Clean"
 	log=$(galleon_go_log "pilot-discovery-$REL")
 	echo "building pilot-discovery $REL from ${MODDIR#"$REPO_DIR"/}/go.mod (first time, ~2-7 min; log $log)..." >&2
 	tried="go build from the committed go.sum (istio.io/istio@$MODVERSION)"

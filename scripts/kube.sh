@@ -85,7 +85,7 @@ build_tool() {
 	local out=$1 log
 	log=$(galleon_go_log "$TOOL-$VERSION")
 	echo "building $TOOL $VERSION from ${MODDIR#"$SCRIPT_DIR"/}/go.mod (first time, a few minutes; log $log)..." >&2
-	if ! galleon_go_build "$log" "$MODDIR" "$out" "$PKG" -ldflags "$LDFLAGS"; then
+	if ! galleon_go_build "$log" "$MODDIR" "$out" "$PKG" -ldflags "$GALLEON_TOOL_LDFLAGS $LDFLAGS"; then
 		galleon_go_failure kube.sh "$log" "go build $TOOL from $MODULE@v$VERSION (${MODDIR#"$SCRIPT_DIR"/}/go.sum)" \
 			"retry later, or set $ENVVAR to a $TOOL $VERSION binary"
 		return 1
