@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rehearses a new user's first run: clones the current commit into a temporary directory and runs
 # the README's two commands there, `make demo` then `make test`, with an empty Go module cache, an
-# empty Go build cache and an empty Galleon tool cache (istiod, Consul, protoc plugins), then
+# empty Go build cache, an empty Galleon tool cache (istiod, Consul, protoc plugins) and an empty
+# user cache directory (staticcheck keeps its analysis there), then
 # prints the wall time of each stage.
 #
 #   scripts/fresh-machine.sh            rehearse HEAD (uncommitted changes are not included)
@@ -36,13 +37,15 @@ if [[ -n "$(git -C "$REPO_DIR" status --porcelain --untracked-files=no)" ]]; the
 fi
 git clone --quiet --no-hardlinks "$REPO_DIR" "$tmp/galleon"
 git -C "$tmp/galleon" checkout --quiet "$commit"
-mkdir -p "$tmp/logs" "$tmp/gomodcache" "$tmp/gocache" "$tmp/galleon-cache"
+mkdir -p "$tmp/logs" "$tmp/gomodcache" "$tmp/gocache" "$tmp/galleon-cache" "$tmp/user-cache/staticcheck"
 
 # A new user's environment: empty caches, none of Galleon's overrides.
 run_env=(
 	env -u GALLEON_PILOT_DISCOVERY -u GALLEON_CONSUL_BIN -u GALLEON_ISTIOD_RELEASES -u GALLEON_E2E_BIN_DIR
 	-u GALLEON_KUBE_APISERVER_BIN -u GALLEON_KUBECTL_BIN -u GALLEON_ETCD_BIN -u GALLEON_HELM_BIN
 	GOMODCACHE="$tmp/gomodcache" GOCACHE="$tmp/gocache" GALLEON_CACHE="$tmp/galleon-cache"
+	# staticcheck keeps its analysis cache under the user cache directory, not Go's build cache.
+	XDG_CACHE_HOME="$tmp/user-cache" STATICCHECK_CACHE="$tmp/user-cache/staticcheck"
 	GOWORK=off
 )
 
