@@ -113,12 +113,17 @@ type Options struct {
 	ExtraHCL string
 	// LogLevel is the agent's log level; default "info".
 	LogLevel string
+	// HTTPSCert and HTTPSKey (PEM files), when set, open the agent's HTTPS listener too, at
+	// Agent.HTTPSAddr. Clients are not asked for a certificate. The agent offers HTTP/2 there
+	// (ALPN h2), not on the plain listener.
+	HTTPSCert, HTTPSKey string
 }
 
 // Agent is a running (or stopped) Consul server agent.
 type Agent struct {
 	Datacenter string
 	HTTPAddr   string // "127.0.0.1:PORT"
+	HTTPSAddr  string // "127.0.0.1:PORT" with Options.HTTPSCert, else ""
 	Token      string // management token when ACL is on, else ""
 	DataDir    string
 	NodeName   string
@@ -135,7 +140,7 @@ type Agent struct {
 	logFile *os.File // the process's output; closed once it is stopped
 }
 
-type agentPorts struct{ http, serfLAN, serfWAN, server int }
+type agentPorts struct{ http, https, serfLAN, serfWAN, server int }
 
 // HTTPClient is the client Do uses. It has no overall timeout (blocking queries); pass a context.
 var HTTPClient = &http.Client{Transport: &http.Transport{
@@ -189,12 +194,16 @@ func Start(t testing.TB, opts Options) *Agent {
 	})
 	var lastErr error
 	for attempt := 1; attempt <= 5; attempt++ {
-		ports, err := freePorts(4)
+		ports, err := freePorts(5)
 		if err != nil {
 			t.Fatalf("consultest: free ports: %v", err)
 		}
-		a.ports = agentPorts{http: ports[0], serfLAN: ports[1], serfWAN: ports[2], server: ports[3]}
+		a.ports = agentPorts{http: ports[0], serfLAN: ports[1], serfWAN: ports[2], server: ports[3], https: -1}
 		a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.http))
+		if opts.HTTPSCert != "" {
+			a.ports.https = ports[4]
+			a.HTTPSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.https))
+		}
 		if err := a.writeConfig(); err != nil {
 			t.Fatal(err)
 		}
@@ -244,8 +253,11 @@ performance { raft_multiplier = 1 }
 connect { enabled = false }
 peering { enabled = false }
 `)
-	fmt.Fprintf(&b, "ports {\n  http = %d\n  https = -1\n  grpc = -1\n  grpc_tls = -1\n  dns = -1\n  serf_lan = %d\n  serf_wan = %d\n  server = %d\n}\n",
-		a.ports.http, a.ports.serfLAN, a.ports.serfWAN, a.ports.server)
+	fmt.Fprintf(&b, "ports {\n  http = %d\n  https = %d\n  grpc = -1\n  grpc_tls = -1\n  dns = -1\n  serf_lan = %d\n  serf_wan = %d\n  server = %d\n}\n",
+		a.ports.http, a.ports.https, a.ports.serfLAN, a.ports.serfWAN, a.ports.server)
+	if a.opts.HTTPSCert != "" {
+		fmt.Fprintf(&b, "tls {\n  https {\n    cert_file = %q\n    key_file = %q\n    verify_incoming = false\n  }\n}\n", a.opts.HTTPSCert, a.opts.HTTPSKey)
+	}
 	if a.opts.ACL {
 		fmt.Fprintf(&b, "acl {\n  enabled = true\n  default_policy = \"deny\"\n  down_policy = \"extend-cache\"\n  enable_token_persistence = true\n  tokens {\n    initial_management = %q\n  }\n}\n", a.Token)
 	}
