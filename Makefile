@@ -41,7 +41,7 @@ E2E_ISTIOD_RELEASES ?= 1.29.2,1.31-dev
 # only parallel tests there, and they spend their minute waiting; go test's default of one per
 # core ran them two by two.
 
-istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go module proxy (once; ~5 min cold each)
+istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go module proxy (once; 3 and 10 min cold on two cores)
 	scripts/istiod.sh build >/dev/null
 	scripts/istiod.sh build 1.31-dev >/dev/null
 
@@ -49,7 +49,7 @@ kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go modu
 	scripts/kube.sh build >/dev/null
 	scripts/kube.sh crds >/dev/null
 
-consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~5 min cold)
+consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~9 min cold on two cores)
 	scripts/consul.sh build >/dev/null
 
 eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the Eureka adapter's tests, from the Go module proxy, outside the repo (once; ~2.5 min cold)

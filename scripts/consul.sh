@@ -50,7 +50,7 @@ check_pin() {
 build_consul() {
 	local out=$1 log v=$CONSUL_MODULE/version
 	log=$(galleon_go_log "consul-$CONSUL_VERSION")
-	echo "building consul $CONSUL_VERSION from scripts/tools/consul/go.mod (first time, ~5-9 min; log $log)..." >&2
+	echo "building consul $CONSUL_VERSION from scripts/tools/consul/go.mod (first time, ~5-10 min; log $log)..." >&2
 	# The version itself comes from the embedded version/VERSION file; only the commit is unset.
 	if ! galleon_go_build "$log" "$TOOLS_DIR" "$out" "$CONSUL_MODULE" -ldflags "$GALLEON_TOOL_LDFLAGS -X $v.GitCommit=v$CONSUL_VERSION"; then
 		galleon_go_failure consul.sh "$log" "go build $CONSUL_MODULE@v$CONSUL_VERSION from scripts/tools/consul/go.sum" \

@@ -71,7 +71,7 @@ build_pilot_discovery() {
 	local out=$1 v=istio.io/istio/pkg/version log tried s
 	local ldflags="$GALLEON_TOOL_LDFLAGS -X $v.buildVersion=$REL -X $v.buildGitRevision=$GITREV -X $v.buildTag=$REL -X $v.buildStatus=Clean"
 	log=$(galleon_go_log "pilot-discovery-$REL")
-	echo "building pilot-discovery $REL from ${MODDIR#"$REPO_DIR"/}/go.mod (first time, ~2-7 min; log $log)..." >&2
+	echo "building pilot-discovery $REL from ${MODDIR#"$REPO_DIR"/}/go.mod (first time, ~2-10 min; log $log)..." >&2
 	tried="go build from the committed go.sum (istio.io/istio@$MODVERSION)"
 	if galleon_go_build "$log" "$MODDIR" "$out" istio.io/istio/pilot/cmd/pilot-discovery -ldflags "$ldflags"; then
 		return 0
