@@ -18,6 +18,7 @@ vet: deps ## go vet (both modules), gofmt check and generated-code check (script
 	cd test && $(GO) vet ./...
 	cd test/legacymcp && $(GO) vet ./...
 	cd docs/example-adapter && $(GO) vet ./...
+	cd scripts/tools/buildshare && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	scripts/proto.sh check
 
@@ -30,9 +31,10 @@ lint: deps ## staticcheck on every module, pinned in scripts/tools/lint (built o
 zookeeper: ## make sure ZooKeeper can be started (installs the Debian zookeeper package when missing; ~10 s)
 	scripts/zookeeper.sh classpath >/dev/null
 
-unit: deps consul eureka zookeeper ## unit and protocol tests of the main module and of the example adapter (docs/example-adapter, a module of its own), race detector on (the Consul, Eureka and ZooKeeper adapters' tests use a real consul, polaris-server and ZooKeeper)
+unit: deps consul eureka zookeeper ## unit and protocol tests of the main module, of the example adapter (docs/example-adapter, a module of its own) and of the build-sharing model (scripts/tools/buildshare), race detector on (the Consul, Eureka and ZooKeeper adapters' tests use a real consul, polaris-server and ZooKeeper)
 	$(GO) test -race -count=1 ./...
 	cd docs/example-adapter && $(GO) test -race -count=1 ./...
+	cd scripts/tools/buildshare && $(GO) test -count=1 ./...
 
 # The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.31-dev starts only
 # with a Kubernetes API server, which the harness runs for it (test/kube).
@@ -45,7 +47,7 @@ istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go modul
 	scripts/istiod.sh build >/dev/null
 	scripts/istiod.sh build 1.31-dev >/dev/null
 
-kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go module proxy, and fetch the ServiceMonitor CRD (once; ~15 min cold)
+kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go module proxy (one module with istiod 1.31-dev, scripts/tools/kubernetes), and fetch the ServiceMonitor CRD (once)
 	scripts/kube.sh build >/dev/null
 	scripts/kube.sh crds >/dev/null
 

@@ -23,7 +23,7 @@ RELEASES=(
 	"1.29.2|test|v0.0.0-20260409200358-0c774325b938|0c774325b938|1.29.2"
 	# The 1.31 development line: it cannot start without a Kubernetes API server, which the e2e
 	# harness then starts for it (test/istiod Release.NeedsKubernetes, test/kube).
-	"1.31-dev|scripts/tools/istiod-1.31|v0.0.0-20260827124520-eed52ebb66ad|eed52ebb66ad|"
+	"1.31-dev|scripts/tools/kubernetes|v0.0.0-20260827124520-eed52ebb66ad|eed52ebb66ad|"
 )
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

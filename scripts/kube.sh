@@ -7,21 +7,31 @@
 #   scripts/kube.sh path TOOL         print TOOL's cached path (exit 1 if it has not been built)
 #   scripts/kube.sh crds              download the Prometheus Operator's module (pinned in scripts/tools/crds) and print its ServiceMonitor CRD's path
 #   scripts/kube.sh versions          print "TOOL VERSION" for each tool
-#   scripts/kube.sh regen TOOL        rewrite TOOL's wrapper module (scripts/tools/{kubernetes,etcd,helm}) from the upstream go.mod (maintainers, on a version bump)
+#   scripts/kube.sh regen             rewrite the wrapper module scripts/tools/kubernetes from the pins below and istiod.sh's 1.31-dev pin (maintainers, on a version bump)
 #
-# None of the three installs with `go install module@version`: each upstream go.mod has replace
-# directives (Kubernetes points its k8s.io/* staging modules at ./staging, etcd its nested modules
-# at ../api etc.). So each is built, like Consul (scripts/consul.sh), through a wrapper module
-# committed in scripts/tools/{kubernetes,etcd,helm} with the upstream `require` blocks and its replace directives
-# turned into published versions (Kubernetes' staging modules at v0.X.Y of the same release). With
-# go.sum committed, `build` asks the proxy only for .mod and .zip files (scripts/gofetch.sh).
+# None of the four installs with `go install module@version`: Kubernetes' go.mod points its k8s.io/*
+# staging modules at ./staging, etcd's main package is in a root module the proxy does not serve.
+# So they are built, like Consul (scripts/consul.sh), through a wrapper module with go.sum
+# committed: `build` asks the proxy only for .mod and .zip files (scripts/gofetch.sh). The staging
+# replace directives become published versions (k8s.io/api => k8s.io/api v0.36.3, the release's).
+#
+# One wrapper module, scripts/tools/kubernetes, builds all four and istiod's 1.31 development line
+# (scripts/istiod.sh): one build list, so the Kubernetes libraries, gRPC, etcd's client and the
+# rest that these five commands share are compiled once. Go's build cache keys a package by the
+# versions of everything it imports; with one module per tool (Kubernetes libraries at v0.35.4,
+# v0.36.1 and v0.37.0) nearly nothing was shared. The versions are chosen to meet there: Kubernetes
+# 1.36.3, Helm 3.21.4 (Kubernetes libraries v0.36.2) and Istio's 1.31 line (v0.36.1), each raised
+# by MVS to the highest any of them asks for. docs/benchmarks.md ("Cold make test") has the sizes.
 # GALLEON_KUBE_APISERVER_BIN, GALLEON_KUBECTL_BIN, GALLEON_ETCD_BIN and GALLEON_HELM_BIN skip a build. Cached at
 # $(scripts/cache-dir.sh bin TOOL VERSION). Cold build times on 2 cores: README.md, Quick start.
 set -euo pipefail
 
-KUBE_VERSION=1.35.4
+KUBE_VERSION=1.36.3
 ETCD_VERSION=3.6.16
-HELM_VERSION=3.22.0
+HELM_VERSION=3.21.4
+
+# The wrapper module every tool here is built from (and istiod 1.31-dev, scripts/istiod.sh).
+WRAPPER_DIR=tools/kubernetes
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/cache-dir.sh
@@ -42,10 +52,10 @@ usage() {
 # tool_fields TOOL: sets VERSION (without v), MODULE (the upstream module), MODDIR (the wrapper
 # module), PKG (what is built), ENVVAR (the override) and LDFLAGS.
 tool_fields() {
-	MODDIR="$SCRIPT_DIR/tools/$1"
+	MODDIR="$SCRIPT_DIR/$WRAPPER_DIR"
 	case "$1" in
 	kube-apiserver | kubectl)
-		VERSION=$KUBE_VERSION MODULE=k8s.io/kubernetes PKG=k8s.io/kubernetes/cmd/$1 MODDIR="$SCRIPT_DIR/tools/kubernetes"
+		VERSION=$KUBE_VERSION MODULE=k8s.io/kubernetes PKG=k8s.io/kubernetes/cmd/$1
 		ENVVAR=GALLEON_KUBE_APISERVER_BIN
 		[[ $1 == kubectl ]] && ENVVAR=GALLEON_KUBECTL_BIN
 		local v minor
@@ -57,8 +67,8 @@ tool_fields() {
 		;;
 	etcd)
 		# etcd's own main package lives in the repository's root module (go.etcd.io/etcd/v3), which
-		# the proxy does not serve at 3.6; scripts/tools/etcd/main.go calls the same etcdmain.Main.
-		VERSION=$ETCD_VERSION MODULE=go.etcd.io/etcd/server/v3 PKG=. ENVVAR=GALLEON_ETCD_BIN LDFLAGS=""
+		# the proxy does not serve at 3.6; scripts/tools/kubernetes/etcd/main.go calls the same etcdmain.Main.
+		VERSION=$ETCD_VERSION MODULE=go.etcd.io/etcd/server/v3 PKG=./etcd ENVVAR=GALLEON_ETCD_BIN LDFLAGS=""
 		;;
 	helm)
 		local v=helm.sh/helm/v3/internal/version
@@ -76,7 +86,7 @@ check_pin() {
 	local got
 	got=$(galleon_gomod_require "$MODDIR" "$MODULE")
 	if [[ "$got" != "v$VERSION" ]]; then
-		echo "kube.sh: ${MODDIR#"$SCRIPT_DIR"/}/go.mod requires $MODULE ${got:-nothing}, expected v$VERSION: run scripts/kube.sh regen $TOOL" >&2
+		echo "kube.sh: ${MODDIR#"$SCRIPT_DIR"/}/go.mod requires $MODULE ${got:-nothing}, expected v$VERSION: run scripts/kube.sh regen" >&2
 		exit 1
 	fi
 }
@@ -92,44 +102,47 @@ build_tool() {
 	fi
 }
 
-# regen TOOL: the wrapper module from the upstream go.mod, read from the module cache (go mod
-# download puts it there), then a build with -mod=mod to complete go.sum. Asks the proxy for
-# .info: only for maintainers moving to another version.
+# regen: the wrapper module's go.mod from the pins (the four upstream modules, istio.io/istio from
+# scripts/istiod.sh), Kubernetes' staging replace directives (read from its go.mod in the module
+# cache) turned into published versions, then `go mod tidy` for the rest of the build list and
+# go.sum. Asks the proxy for .info: only for maintainers moving to another version.
 regen() {
-	local mod goline tmp staging
+	local moddir=$SCRIPT_DIR/$WRAPPER_DIR kmod istio staging tmp
 	tmp=$(mktemp -d)
 	# Expanded now on purpose: tmp is local to this function and gone when the trap runs.
 	# shellcheck disable=SC2064
 	trap "rm -rf '$tmp'" EXIT
-	mod=$(cd "$tmp" && go mod download -json "$MODULE@v$VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-	[[ -f "$mod" ]] || { echo "kube.sh: could not download $MODULE@v$VERSION's go.mod" >&2; exit 1; }
-	goline=$(grep -m1 -E '^go [0-9]' "$mod" || echo "go 1.25")
-	staging="v0.${VERSION#*.}"
-	mkdir -p "$MODDIR"
+	kmod=$(cd "$tmp" && go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+	[[ -f "$kmod" ]] || { echo "kube.sh: could not download k8s.io/kubernetes@v$KUBE_VERSION's go.mod" >&2; exit 1; }
+	istio=$(bash "$SCRIPT_DIR/istiod.sh" releases | awk -v d="scripts/$WRAPPER_DIR" '$2 == d { print $3 }')
+	[[ -n "$istio" ]] || { echo "kube.sh: scripts/istiod.sh has no release built from scripts/$WRAPPER_DIR" >&2; exit 1; }
+	staging="v0.${KUBE_VERSION#*.}"
 	{
-		echo "// Wrapper module that builds $PKG $VERSION for the deploy tests (scripts/kube.sh). Generated by"
-		echo "// scripts/kube.sh regen from $MODULE's own go.mod: its require and exclude blocks, its replace"
-		echo "// directives turned into published versions."
-		echo "module galleon-$(basename "$MODDIR")-build"
+		echo "// Wrapper module that builds kube-apiserver and kubectl $KUBE_VERSION, etcd $ETCD_VERSION, Helm $HELM_VERSION"
+		echo "// (scripts/kube.sh) and pilot-discovery from Istio's 1.31 development line (scripts/istiod.sh)"
+		echo "// with one build list, so what they share is compiled once. Generated by scripts/kube.sh regen:"
+		echo "// Kubernetes' replace directives turned into published versions, the rest by go mod tidy."
+		echo "module galleon-kubernetes-build"
 		echo
-		echo "$goline"
+		grep -m1 -E '^go [0-9]' "$kmod"
 		echo
-		echo "require $MODULE v$VERSION"
+		echo "tool ("
+		printf '\t%s\n' k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl helm.sh/helm/v3/cmd/helm istio.io/istio/pilot/cmd/pilot-discovery
+		echo ")"
 		echo
-		galleon_gomod_blocks "$mod"
-		if [[ "$MODULE" == k8s.io/kubernetes ]]; then
-			# k8s.io/api => ./staging/src/k8s.io/api becomes k8s.io/api => k8s.io/api v0.35.x.
-			echo "replace ("
-			awk -v v="$staging" '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "\t%s => %s %s\n", $1, $1, v }' "$mod"
-			echo ")"
-		fi
-	} >"$MODDIR/go.mod"
-	rm -f "$MODDIR/go.sum"
-	local pkgs=("$PKG")
-	# One wrapper module builds both: go.sum must cover both commands' packages.
-	[[ "$MODULE" == k8s.io/kubernetes ]] && pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
-	(cd "$MODDIR" && GOFLAGS=-mod=mod go build -o "$tmp/" "${pkgs[@]}")
-	echo "kube.sh: regenerated ${MODDIR#"$SCRIPT_DIR"/}/go.mod and go.sum for $VERSION" >&2
+		echo "require ("
+		printf '\t%s\n' "k8s.io/kubernetes v$KUBE_VERSION" "go.etcd.io/etcd/server/v3 v$ETCD_VERSION" "helm.sh/helm/v3 v$HELM_VERSION" "istio.io/istio $istio"
+		echo ")"
+		echo
+		echo "replace ("
+		# k8s.io/api => ./staging/src/k8s.io/api becomes k8s.io/api => k8s.io/api v0.36.x.
+		awk -v v="$staging" '$2 == "=>" && $3 ~ /^\.\/staging\// { printf "\t%s => %s %s\n", $1, $1, v }' "$kmod"
+		echo ")"
+	} >"$moddir/go.mod"
+	rm -f "$moddir/go.sum"
+	# The checksum database answers 404 for github.com/openshift/api (Istio's dependency).
+	(cd "$moddir" && GONOSUMDB=github.com/openshift/api GOFLAGS=-mod=mod go mod tidy)
+	echo "kube.sh: regenerated scripts/$WRAPPER_DIR/go.mod and go.sum" >&2
 }
 
 cmd=${1:-}
@@ -178,9 +191,7 @@ versions)
 	done
 	;;
 regen)
-	[[ $# -eq 1 ]] || usage
-	TOOL=$1
-	tool_fields "$TOOL"
+	[[ $# -eq 0 ]] || usage
 	regen
 	;;
 *) usage ;;

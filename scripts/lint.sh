@@ -26,6 +26,7 @@ export GOWORK=off
 MODULES=(. test test/legacymcp)
 [[ -f "$REPO_DIR/docs/example-adapter/go.mod" ]] && MODULES+=(docs/example-adapter)
 [[ -f "$REPO_DIR/scripts/tools/images/go.mod" ]] && MODULES+=(scripts/tools/images)
+MODULES+=(scripts/tools/buildshare)
 
 build_staticcheck() {
 	local out=$1 log

@@ -37,9 +37,9 @@ import (
 
 // Versions built by scripts/kube.sh (TestVersionsMatchScript keeps them in step).
 const (
-	APIServerVersion = "1.35.4"
+	APIServerVersion = "1.36.3"
 	EtcdVersion      = "3.6.16"
-	HelmVersion      = "3.22.0"
+	HelmVersion      = "3.21.4"
 )
 
 // Cluster is a running etcd and kube-apiserver.

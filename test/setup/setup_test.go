@@ -382,13 +382,13 @@ func TestEurekaProxyUnreachable(t *testing.T) {
 	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "could not be reached", "retry later", "GALLEON_POLARIS_BIN")
 }
 
-// scripts/kube.sh builds four tools from three committed modules; each fails the same way.
+// scripts/kube.sh builds four tools from one committed module; each fails the same way.
 func TestKubeToolsFailures(t *testing.T) {
 	for _, tc := range []struct{ tool, env, module string }{
-		{"kube-apiserver", "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver from k8s.io/kubernetes@v1.35.4"},
-		{"kubectl", "GALLEON_KUBECTL_BIN", "kubectl from k8s.io/kubernetes@v1.35.4"},
+		{"kube-apiserver", "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver from k8s.io/kubernetes@v1.36.3"},
+		{"kubectl", "GALLEON_KUBECTL_BIN", "kubectl from k8s.io/kubernetes@v1.36.3"},
 		{"etcd", "GALLEON_ETCD_BIN", "etcd from go.etcd.io/etcd/server/v3@v3.6.16"},
-		{"helm", "GALLEON_HELM_BIN", "helm from helm.sh/helm/v3@v3.22.0"},
+		{"helm", "GALLEON_HELM_BIN", "helm from helm.sh/helm/v3@v3.21.4"},
 	} {
 		t.Run(tc.tool, func(t *testing.T) {
 			missing := filepath.Join(t.TempDir(), tc.tool)
