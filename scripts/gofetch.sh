@@ -194,7 +194,7 @@ galleon_gomod_require() {
 
 # galleon_gomod_blocks GOMOD prints the require and exclude directives of a go.mod file (blocks
 # and single lines), each block followed by a blank line: what a wrapper module copies from the
-# upstream module it builds (scripts/consul.sh, scripts/kube.sh regen).
+# upstream module it builds (scripts/consul.sh).
 galleon_gomod_blocks() {
 	awk '
 		/^(require|exclude) \($/ { inblk = 1; print; next }
