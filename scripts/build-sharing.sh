@@ -14,14 +14,15 @@ REPO_DIR=$(cd "$SCRIPT_DIR/.." && pwd)
 export GOWORK=off GOFLAGS=-mod=readonly
 
 kube="$REPO_DIR/scripts/tools/kubernetes"
-# In the order make test builds them (Makefile: vet, lint, unit, e2e). polaris-server is left out:
+# In the order make test builds them (Makefile: vet, lint, unit, e2e). The labels carry no
+# versions: the pins live in consul.sh, istiod.sh and kube.sh. polaris-server is left out:
 # eureka.sh builds it with a patched copy of its module (-modfile), which go list here would not see.
 builds=(
 	"galleon (unit tests)=$REPO_DIR=test:./..."
-	"consul 1.22.6=$REPO_DIR/scripts/tools/consul=github.com/hashicorp/consul"
-	"pilot-discovery 1.29.2=$REPO_DIR/test=istio.io/istio/pilot/cmd/pilot-discovery"
+	"consul=$REPO_DIR/scripts/tools/consul=github.com/hashicorp/consul"
+	"pilot-discovery (test/go.mod)=$REPO_DIR/test=istio.io/istio/pilot/cmd/pilot-discovery"
 	"test module (e2e)=$REPO_DIR/test=test:./..."
-	"pilot-discovery 1.31-dev=$kube=istio.io/istio/pilot/cmd/pilot-discovery"
+	"pilot-discovery (scripts/tools/kubernetes)=$kube=istio.io/istio/pilot/cmd/pilot-discovery"
 	"kube-apiserver=$kube=k8s.io/kubernetes/cmd/kube-apiserver"
 	"kubectl=$kube=k8s.io/kubernetes/cmd/kubectl"
 	"etcd=$kube=./etcd"

@@ -9,9 +9,10 @@
 #   scripts/kube.sh versions          print "TOOL VERSION" for each tool
 #   scripts/kube.sh regen             rewrite the wrapper module scripts/tools/kubernetes from the pins below and istiod.sh's 1.31-dev pin (maintainers, on a version bump)
 #
-# None of the four installs with `go install module@version`: Kubernetes' go.mod points its k8s.io/*
-# staging modules at ./staging, etcd's main package is in a root module the proxy does not serve.
-# So they are built, like Consul (scripts/consul.sh), through a wrapper module with go.sum
+# kube-apiserver, kubectl and etcd do not install with `go install module@version`: Kubernetes'
+# go.mod points its k8s.io/* staging modules at ./staging, and etcd's main package is in a root
+# module the proxy does not serve. Helm would, but is built with them to share their libraries.
+# So all four are built, like Consul (scripts/consul.sh), through a wrapper module with go.sum
 # committed: `build` asks the proxy only for .mod and .zip files (scripts/gofetch.sh). The staging
 # replace directives become published versions (k8s.io/api => k8s.io/api v0.36.3, the release's).
 #

@@ -100,8 +100,8 @@ func TestPerServiceBlockingQueriesOverHTTP2(t *testing.T) {
 	indexes := make([]uint64, n)
 	start = time.Now()
 	if err := forEach(n, 32, func(i int) error {
-		index, err := blockingGet(ctx, client, fmt.Sprintf("%s/v1/health/service/svc-%d", base, i))
-		indexes[i] = index.index
+		got, err := blockingGet(ctx, client, fmt.Sprintf("%s/v1/health/service/svc-%d", base, i))
+		indexes[i] = got.index
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -1,10 +1,10 @@
 // Command buildshare models what Go's build cache shares between builds: for each build, in the
 // order given, the Go source it compiles and how much of that no earlier build has compiled.
 //
-//	buildshare LABEL=DIR=PKG[,PKG...] ...
+//	buildshare LABEL=DIR=[test:]PKG[,PKG...] ...
 //
-// Each build is `go list -deps -json PKG...` run in module DIR (a PKG written "test:./..." lists
-// with -test, as `go test` compiles). Go's build cache keys a compiled package by its source and
+// Each build is `go list -deps -json PKG...` run in module DIR (a package list written
+// "test:PKG,..." is listed with -test, as `go test` compiles it). Go's build cache keys a compiled package by its source and
 // by the compiled form of everything it imports, so a package is counted as shared when it, its
 // module version and every package it depends on (with theirs) are the same as in an earlier
 // build. Sizes are the bytes of the .go files compiled, a proxy for compile time: the model
@@ -45,6 +45,7 @@ type listed struct {
 type build struct {
 	label, dir string
 	pkgs       []string
+	tests      bool // list with -test
 }
 
 // row is what one build compiles, in bytes of Go source.
@@ -56,7 +57,7 @@ type row struct {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: buildshare LABEL=DIR=PKG[,PKG...] ...")
+		fmt.Fprintln(os.Stderr, "usage: buildshare LABEL=DIR=[test:]PKG[,PKG...] ...")
 		os.Exit(2)
 	}
 	var builds []build
@@ -84,25 +85,19 @@ func main() {
 func parseBuild(arg string) (build, error) {
 	parts := strings.SplitN(arg, "=", 3)
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
-		return build{}, fmt.Errorf("%q: want LABEL=DIR=PKG[,PKG...]", arg)
+		return build{}, fmt.Errorf("%q: want LABEL=DIR=[test:]PKG[,PKG...]", arg)
 	}
-	return build{label: parts[0], dir: parts[1], pkgs: strings.Split(parts[2], ",")}, nil
+	list, tests := strings.CutPrefix(parts[2], "test:")
+	return build{label: parts[0], dir: parts[1], pkgs: strings.Split(list, ","), tests: tests}, nil
 }
 
 // goList runs go list for one build and returns its packages in dependency order.
 func goList(b build) ([]listed, error) {
 	args := []string{"list", "-deps", "-json"}
-	var pkgs []string
-	for _, p := range b.pkgs {
-		if rest, ok := strings.CutPrefix(p, "test:"); ok {
-			if len(args) == 3 {
-				args = append(args, "-test")
-			}
-			p = rest
-		}
-		pkgs = append(pkgs, p)
+	if b.tests {
+		args = append(args, "-test")
 	}
-	cmd := exec.Command("go", append(args, pkgs...)...)
+	cmd := exec.Command("go", append(args, b.pkgs...)...)
 	cmd.Dir = b.dir
 	cmd.Env = append(os.Environ(), "GOWORK=off")
 	var stderr bytes.Buffer

@@ -59,9 +59,13 @@ func TestAccountMainModulePerBuild(t *testing.T) {
 }
 
 func TestParseBuild(t *testing.T) {
-	b, err := parseBuild("kube=scripts/tools/kubernetes=k8s.io/a,test:./...")
-	if err != nil || b.label != "kube" || b.dir != "scripts/tools/kubernetes" || len(b.pkgs) != 2 || b.pkgs[1] != "test:./..." {
+	b, err := parseBuild("kube=scripts/tools/kubernetes=k8s.io/a,./etcd")
+	if err != nil || b.label != "kube" || b.dir != "scripts/tools/kubernetes" || len(b.pkgs) != 2 || b.pkgs[1] != "./etcd" || b.tests {
 		t.Fatalf("parseBuild = %+v, %v", b, err)
+	}
+	b, err = parseBuild("unit=.=test:./...,./cmd/...")
+	if err != nil || !b.tests || len(b.pkgs) != 2 || b.pkgs[0] != "./..." {
+		t.Fatalf("parseBuild with tests = %+v, %v", b, err)
 	}
 	for _, bad := range []string{"", "kube", "kube=dir", "=dir=pkg", "kube==pkg"} {
 		if _, err := parseBuild(bad); err == nil {
