@@ -21,7 +21,8 @@ func (w *watch) onCatalog(ev catalogEvent) {
 // handleCatalog applies a catalog listing: the first of a generation
 // fetches every service; a later one, the services added, removed or
 // retagged, and a change of index that changed none of them is
-// attributed through the checks (see attribute) or left to a sweep.
+// attributed through the checks (see attribute) or left to a sweep, unless
+// every service has a watch of its own, which answers for it.
 func (w *watch) handleCatalog(d *dcWatch, ev catalogEvent) {
 	if ev.reset {
 		w.resync(d, "index_reset")
@@ -60,7 +61,7 @@ func (w *watch) handleCatalog(d *dcWatch, ev catalogEvent) {
 		}
 	}
 	d.names, d.catalogIndex = ev.names, ev.index
-	if moved && !changed && !w.attribute(d, ev.index) {
+	if moved && !changed && !d.watchedAll() && !w.attribute(d, ev.index) {
 		d.unexplained[ev.index] = true
 		if d.checksSeen {
 			// A passing check (in neither signal) may have been

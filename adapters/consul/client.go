@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -31,6 +32,9 @@ type client struct {
 	tokens    *tokenSource
 	cfg       Config
 	m         *metrics
+	// protoMajor is the HTTP major version of the agent's last answer.
+	protoMajor *atomic.Int32
+	open       *openConns
 }
 
 // apiConfig builds the api.Config: api.DefaultConfig reads every CONSUL_*
@@ -70,6 +74,11 @@ func apiConfig(cfg Config) (*api.Config, error) {
 	return ac, nil
 }
 
+// usesHTTPS reports whether requests to the agent go over TLS.
+func usesHTTPS(ac *api.Config) bool {
+	return ac.Scheme == "https" || strings.HasPrefix(ac.Address, "https://")
+}
+
 // newClient builds the client of one Run.
 func newClient(cfg Config, m *metrics) (*client, error) {
 	ac, err := apiConfig(cfg)
@@ -91,22 +100,29 @@ func newClient(cfg Config, m *metrics) (*client, error) {
 		ac.Scheme = "http"
 	}
 	dial := tr.DialContext
+	open := &openConns{set: map[*countingConn]bool{}, gauge: m.connections}
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		return &countingConn{Conn: conn, m: m}, nil
+		return open.add(&countingConn{Conn: conn, m: m, open: open}), nil
 	}
-	if ac.Scheme == "https" || strings.HasPrefix(ac.Address, "https://") {
+	if usesHTTPS(ac) {
 		tlsCfg, err := api.SetupTLSConfig(&ac.TLSConfig)
 		if err != nil {
 			return nil, fmt.Errorf("TLS to the agent (--ca-file, --cert-file, --key-file): %w", err)
 		}
 		tr.TLSClientConfig = tlsCfg
+		// Over HTTP/2 (the HTTPS listener), a connection that went
+		// silent is found by pings within 45 s, and every query on it
+		// fails and is made again, whatever its wait: so service
+		// watches can wait Consul's longest (see followService).
+		tr.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
 	}
 	ac.Transport = tr
-	ac.HttpClient = &http.Client{Transport: &countingTransport{base: tr, m: m}}
+	protoMajor := new(atomic.Int32)
+	ac.HttpClient = &http.Client{Transport: &countingTransport{base: tr, m: m, protoMajor: protoMajor}}
 	ac.WaitTime = 0
 	tokens := newTokenSource(cfg.Token, cfg.TokenFile, ac.Token, os.Getenv(api.HTTPTokenFileEnvName))
 	ac.Token, ac.TokenFile = "", "" // set per request from tokens
@@ -114,16 +130,61 @@ func newClient(cfg Config, m *metrics) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &client{api: c, transport: tr, tokens: tokens, cfg: cfg, m: m}, nil
+	return &client{api: c, transport: tr, tokens: tokens, cfg: cfg, m: m, protoMajor: protoMajor, open: open}, nil
 }
 
-// close drops the keep-alive connections so their goroutines end with Run.
-func (c *client) close() { c.transport.CloseIdleConnections() }
+// close closes every connection, so that their goroutines end with Run.
+// Closing the idle ones is not enough over HTTP/2: a connection whose
+// streams were just cancelled may not count as idle yet.
+func (c *client) close() {
+	c.transport.CloseIdleConnections()
+	c.open.closeAll()
+}
+
+// openConns is the set of connections to the agent not closed yet.
+type openConns struct {
+	mu    sync.Mutex
+	set   map[*countingConn]bool
+	gauge prometheus.Gauge
+}
+
+func (o *openConns) add(c *countingConn) *countingConn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.set[c] = true
+	o.gauge.Set(float64(len(o.set)))
+	return c
+}
+
+func (o *openConns) remove(c *countingConn) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.set, c)
+	o.gauge.Set(float64(len(o.set)))
+}
+
+func (o *openConns) closeAll() {
+	o.mu.Lock()
+	conns := make([]*countingConn, 0, len(o.set))
+	for c := range o.set {
+		conns = append(conns, c)
+	}
+	o.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
 
 // query returns the options of one request to datacenter dc, bounded in
-// time: a blocking query answers after at most wait + wait/16 (Consul's
-// jitter), so anything much longer is a dead connection.
+// time: a blocking query (index above 0) waits Config.Wait at most, and
+// answers after at most wait + wait/16 (Consul's jitter), so anything much
+// longer is a dead connection.
 func (c *client) query(ctx context.Context, dc string, index uint64) (*api.QueryOptions, context.CancelFunc) {
+	return c.queryWaiting(ctx, dc, index, c.cfg.Wait)
+}
+
+// queryWaiting is query with a blocking query's wait of its own.
+func (c *client) queryWaiting(ctx context.Context, dc string, index uint64, wait time.Duration) (*api.QueryOptions, context.CancelFunc) {
 	q := &api.QueryOptions{
 		Datacenter: dc,
 		Namespace:  c.cfg.ConsulNamespace,
@@ -133,8 +194,8 @@ func (c *client) query(ctx context.Context, dc string, index uint64) (*api.Query
 	}
 	timeout := 30 * time.Second
 	if index > 0 {
-		q.WaitTime = c.cfg.Wait
-		timeout += c.cfg.Wait + c.cfg.Wait/16
+		q.WaitTime = wait
+		timeout += wait + wait/16
 	}
 	switch c.cfg.Consistency {
 	case ConsistencyStale:
@@ -174,9 +235,11 @@ func (c *client) checks(ctx context.Context, dc string, index uint64, state stri
 
 // service fetches every instance of one service, healthy or not (health
 // is filtered here, so that the panic threshold can see them all). With
-// probe, it fetches none: only the service's index.
-func (c *client) service(ctx context.Context, dc, name string, probe bool) ([]*api.ServiceEntry, uint64, error) {
-	q, cancel := c.query(ctx, dc, 0)
+// probe, it fetches none: only the service's index. An index above 0 makes
+// it a blocking query that answers once the service's index moves past it,
+// or after wait.
+func (c *client) service(ctx context.Context, dc, name string, index uint64, wait time.Duration, probe bool) ([]*api.ServiceEntry, uint64, error) {
+	q, cancel := c.queryWaiting(ctx, dc, index, wait)
 	defer cancel()
 	if probe {
 		q.Filter = neverMatches
@@ -187,6 +250,10 @@ func (c *client) service(ctx context.Context, dc, name string, probe bool) ([]*a
 	}
 	return out, meta.LastIndex, nil
 }
+
+// multiplexed reports whether the agent's last answer came over HTTP/2,
+// where many queries share one connection.
+func (c *client) multiplexed() bool { return c.protoMajor.Load() >= 2 }
 
 // datacenters lists the datacenters the agent knows.
 func (c *client) datacenters(ctx context.Context) ([]string, error) {
@@ -217,10 +284,12 @@ func explain(what, dc string, err error) error {
 	return fmt.Errorf("%s: %w", where, err)
 }
 
-// countingTransport counts requests by endpoint and result.
+// countingTransport counts requests by endpoint and result, and keeps
+// the HTTP version of the last answer.
 type countingTransport struct {
-	base http.RoundTripper
-	m    *metrics
+	base       http.RoundTripper
+	m          *metrics
+	protoMajor *atomic.Int32
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -231,6 +300,9 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		result = strconv.Itoa(resp.StatusCode/100) + "xx"
 	}
 	t.m.request(endpoint, result)
+	if err == nil {
+		t.protoMajor.Store(int32(resp.ProtoMajor))
+	}
 	if err == nil && resp.Body != nil {
 		resp.Body = &countingBody{ReadCloser: resp.Body, c: t.m.bodyBytes.WithLabelValues(endpoint)}
 	}
@@ -255,7 +327,13 @@ func (b *countingBody) Read(p []byte) (int, error) {
 // crossed the wire, compressed bodies and headers included.
 type countingConn struct {
 	net.Conn
-	m *metrics
+	m    *metrics
+	open *openConns
+}
+
+func (c *countingConn) Close() error {
+	c.open.remove(c)
+	return c.Conn.Close()
 }
 
 func (c *countingConn) Read(p []byte) (int, error) {

@@ -33,6 +33,12 @@ const (
 
 	// maxWait is Consul's own cap on a blocking query's wait.
 	maxWait = 10 * time.Minute
+
+	// MaxServiceWatches bounds Config.ServiceWatches. Over HTTP/2 an agent
+	// takes up to 250 queries on one connection (Go's HTTP/2 server, which
+	// Consul uses, allows 250 streams), so 40,000 watches take about 160 of
+	// the 200 connections it allows one client by default.
+	MaxServiceWatches = 40000
 )
 
 // Consistency modes of Consul reads (Config.Consistency).
@@ -119,6 +125,16 @@ type Config struct {
 	// SweepInterval is the shortest time between two sweeps triggered by
 	// catalog changes no signal attributes to a service (default 10s).
 	SweepInterval time.Duration
+	// ServiceWatches is the most services each followed by a blocking
+	// query of its own (/v1/health/service/<name>), which sees every change
+	// to the service within milliseconds: port, meta, address and weight
+	// edits too, that no signal names and only a sweep finds otherwise
+	// (default 0: none). The watches need the agent's HTTPS listener, where
+	// they share a few connections over HTTP/2 (about one per 250); over
+	// plain HTTP each would take one of the 200 connections the agent
+	// allows a client. Services beyond the number are left to the signals
+	// and sweeps. At most MaxServiceWatches.
+	ServiceWatches int
 	// DatacenterRefresh is how often the list of datacenters is read
 	// again with Datacenters = all (default 1m).
 	DatacenterRefresh time.Duration
@@ -209,6 +225,13 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.SweepInterval < 0 {
 		add("--sweep-interval %v: want a positive duration", cfg.SweepInterval)
+	}
+	if cfg.ServiceWatches < 0 || cfg.ServiceWatches > MaxServiceWatches {
+		add("--service-watches %d: want 0 (none) to %d (each 250 take one of the 200 connections the agent allows a client)", cfg.ServiceWatches, MaxServiceWatches)
+	} else if cfg.ServiceWatches > 0 {
+		if ac, err := apiConfig(cfg); err == nil && !usesHTTPS(ac) {
+			add("--service-watches %d: needs the agent's HTTPS listener, where the watches share connections over HTTP/2 (give --consul-address https://HOST:8501 and --ca-file); over plain HTTP each would take one of the 200 connections the agent allows a client", cfg.ServiceWatches)
+		}
 	}
 	if cfg.DatacenterRefresh < time.Second {
 		add("--datacenter-refresh %v: want at least 1s", cfg.DatacenterRefresh)

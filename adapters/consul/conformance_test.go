@@ -16,6 +16,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registry"
 	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/internal/testpki"
 )
 
 // testConfig is the adapter's configuration in tests: the defaults, with
@@ -36,11 +37,39 @@ func testConfig(a *consultest.Agent) consul.Config {
 // Consul agent: the driver registers the kit's services in the catalog,
 // registers malformed instances, and stops and restarts the agent.
 func TestConformance(t *testing.T) {
-	a := consultest.Start(t, consultest.Options{})
+	conformance(t, consultest.Options{}, testConfig)
+}
+
+// TestConformanceServiceWatches runs the kit with every service followed
+// by a watch of its own, over HTTP/2 on the agent's HTTPS listener.
+func TestConformanceServiceWatches(t *testing.T) {
+	pki, err := testpki.Write(t.TempDir(), "galleon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance(t, consultest.Options{HTTPSCert: pki.ServerCert, HTTPSKey: pki.ServerKey}, func(a *consultest.Agent) consul.Config {
+		return watchConfig(a, pki.CA, 1000)
+	})
+}
+
+// watchConfig is testConfig over the agent's HTTPS listener (HTTP/2) with
+// up to n services each followed by a watch of its own, and no sweep
+// before an hour has passed: a change a watch misses is not found.
+func watchConfig(a *consultest.Agent, ca string, n int) consul.Config {
+	cfg := testConfig(a)
+	cfg.Address = "https://" + a.HTTPSAddr
+	cfg.CAFile, cfg.TLSServerName = ca, "localhost"
+	cfg.ServiceWatches = n
+	cfg.SweepInterval, cfg.Resync = time.Hour, time.Hour
+	return cfg
+}
+
+func conformance(t *testing.T, opts consultest.Options, config func(*consultest.Agent) consul.Config) {
+	a := consultest.Start(t, opts)
 	d := &catalogDriver{t: t, a: a, node: "galleon-rt"}
 	registrytest.TestRegistry(t,
 		func(t *testing.T) registry.Registry {
-			reg, err := consul.New(testConfig(a))
+			reg, err := consul.New(config(a))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,7 @@ type dcWatch struct {
 	attributing    bool                            // an attribution (the checks index, maybe every check) is in flight
 	attributeAgain bool                            // and another is wanted after it
 	svcs           map[string]*dcService
+	watched        int             // services with a watch of their own
 	awaiting       map[string]bool // fetches the current listing waits for
 	listed         bool
 
@@ -48,6 +49,7 @@ type dcService struct {
 	part     *part  // nil: nothing to serve
 	nodes    []string
 	rejected map[string]bool // the records the last fetch rejected
+	watch    *serviceWatch   // its own blocking query, if any
 }
 
 // dcName is the datacenter's name for locality and record names: the one
@@ -148,6 +150,7 @@ func (w *watch) resync(d *dcWatch, reason string) {
 	d.awaiting = map[string]bool{}
 	clear(d.failing)
 	d.outage = false
+	w.stopWatches(d)
 	for _, s := range d.svcs {
 		s.index = 0 // indexes of the old state mean nothing now
 	}

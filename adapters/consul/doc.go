@@ -41,6 +41,13 @@
 // every Config.Resync in any case, because node changes (a node's address)
 // move no signal at all.
 //
+// With Config.ServiceWatches, up to that many services are each followed by
+// a blocking /v1/health/service/<name> of their own (servicewatch.go): its
+// answers are fetches, so a watched service needs no signal, attribution
+// or sweep to name it, and every change to it is served in milliseconds.
+// The watches share a few connections over HTTP/2, which the agent speaks
+// on its HTTPS listener only; over HTTP/1.1 none is started.
+//
 // The blocking index follows Consul's rules: an index that goes backwards
 // (a restored snapshot, a wiped data directory) resynchronises the
 // datacenter from index 0 and, once it is listed again, reports what

@@ -60,6 +60,9 @@ type fetchEvent struct {
 	index   uint64
 	entries []*api.ServiceEntry
 	err     error
+	// watch is the service's watch that answered (a fetch); nil for a
+	// job.
+	watch *serviceWatch
 }
 
 // datacentersEvent lists the datacenters (Config.Datacenters "all").

@@ -25,6 +25,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registrytest"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/testpki"
 )
 
 const waitFor = 20 * time.Second
@@ -82,6 +83,14 @@ func (r *running) requests(t *testing.T) float64 {
 		}
 	}
 	return n
+}
+
+// caused is requests without the blocking queries that ran out their wait
+// with nothing changed: those answer the passing of time, not a change
+// (with --service-watches, one per service every --wait).
+func (r *running) caused(t *testing.T) float64 {
+	t.Helper()
+	return r.requests(t) - r.counter(t, "galleon_consul_blocking_wakeups_total", "outcome", "unchanged")
 }
 
 // resyncs reads galleon_consul_resyncs_total for one reason.
@@ -619,7 +628,19 @@ func TestScale(t *testing.T) {
 	if _, err := fmt.Sscan(os.Getenv("GALLEON_CONSUL_SCALE"), &n); err != nil || n <= 0 {
 		t.Skip("set GALLEON_CONSUL_SCALE=<services> to run")
 	}
-	a := consultest.Start(t, consultest.Options{})
+	// GALLEON_CONSUL_SCALE_WATCHES=1: every service watched on its own
+	// (--service-watches), over HTTP/2 on the agent's HTTPS listener.
+	watches := os.Getenv("GALLEON_CONSUL_SCALE_WATCHES") == "1"
+	opts := consultest.Options{}
+	var pki testpki.Files
+	if watches {
+		var err error
+		if pki, err = testpki.Write(t.TempDir(), "galleon"); err != nil {
+			t.Fatal(err)
+		}
+		opts.HTTPSCert, opts.HTTPSKey = pki.ServerCert, pki.ServerKey
+	}
+	a := consultest.Start(t, opts)
 	var all []consultest.Instance
 	for i := range n {
 		for j := range 5 {
@@ -632,6 +653,9 @@ func TestScale(t *testing.T) {
 	register(t, a, all...)
 	t.Logf("registered %d instances in %v", len(all), time.Since(start).Round(time.Millisecond))
 	cfg := testConfig(a)
+	if watches {
+		cfg = watchConfig(a, pki.CA, consul.MaxServiceWatches)
+	}
 	cfg.Wait = time.Minute
 	start = time.Now()
 	r := run(t, cfg)
@@ -679,13 +703,13 @@ func TestScale(t *testing.T) {
 		t.Helper()
 		var lat, reqs, wire, body []float64
 		for i := range reps {
-			r0, w0, b0 := r.requests(t), r.counter(t, "galleon_consul_received_bytes_total"), r.counter(t, "galleon_consul_response_bytes_total")
+			r0, w0, b0 := r.caused(t), r.counter(t, "galleon_consul_received_bytes_total"), r.counter(t, "galleon_consul_response_bytes_total")
 			svc, cond := change(i) // returns once the write returned
 			start := time.Now()
 			r.waitService(t, svc, what, cond)
 			lat = append(lat, float64(time.Since(start).Microseconds())/1000)
 			r.settle(t)
-			reqs = append(reqs, r.requests(t)-r0)
+			reqs = append(reqs, r.caused(t)-r0)
 			wire = append(wire, r.counter(t, "galleon_consul_received_bytes_total")-w0)
 			body = append(body, r.counter(t, "galleon_consul_response_bytes_total")-b0)
 		}
@@ -717,7 +741,7 @@ func TestScale(t *testing.T) {
 		deregister(t, a, in.Node, in.ID)
 		return in.Service, func(s model.Service) bool { return len(s.Instances) == 5 }
 	})
-	measure("meta edit (a sweep)", 3, func(i int) (string, func(model.Service) bool) {
+	measure("meta edit (a sweep, or the service's watch)", 3, func(i int) (string, func(model.Service) bool) {
 		in := all[5*(n/3+i)]
 		in.Meta = map[string]string{"owner": "team-b"}
 		register(t, a, in)
@@ -728,18 +752,30 @@ func TestScale(t *testing.T) {
 	})
 
 	if bin := os.Getenv("GALLEON_CONSUL_BINARY"); bin != "" {
-		scaleRSS(t, bin, a, n)
+		var flags []string
+		if watches {
+			flags = []string{"--consul-address", "https://" + a.HTTPSAddr, "--ca-file", pki.CA, "--tls-server-name", "localhost",
+				"--service-watches", fmt.Sprint(consul.MaxServiceWatches)}
+		}
+		scaleRSS(t, bin, a, n, flags...)
 	}
 }
 
 // settle waits until no request has been made for a second (a sweep, the
-// re-armed signals), at most 60 s.
+// re-armed signals) but blocking queries that ran out their wait, at most
+// 60 s.
 func (r *running) settle(t *testing.T) {
 	t.Helper()
-	last := r.requests(t)
-	for range 60 {
-		time.Sleep(time.Second)
-		now := r.requests(t)
+	r.settleFor(t, time.Second)
+}
+
+// settleFor is settle with quiet instead of a second.
+func (r *running) settleFor(t *testing.T, quiet time.Duration) {
+	t.Helper()
+	last := r.caused(t)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		time.Sleep(quiet)
+		now := r.caused(t)
 		if now == last {
 			return
 		}
@@ -747,8 +783,8 @@ func (r *running) settle(t *testing.T) {
 	}
 }
 
-// counter sums a counter over its labels, or with label and value only
-// where that label has that value.
+// counter sums a counter (or a gauge) over its labels, or with label and
+// value only where that label has that value.
 func (r *running) counter(t *testing.T, name string, labelValue ...string) float64 {
 	t.Helper()
 	mfs, err := r.metrics.Gather()
@@ -769,7 +805,7 @@ func (r *running) counter(t *testing.T, name string, labelValue ...string) float
 					}
 				}
 			}
-			n += m.GetCounter().GetValue()
+			n += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return n
@@ -788,11 +824,16 @@ func median(v []float64) float64 {
 }
 
 // scaleRSS runs galleon-consul against the loaded agent until it serves
-// n services, and logs its resident memory then and after a minute idle.
-func scaleRSS(t *testing.T, bin string, a *consultest.Agent, n int) {
+// n services, and logs its resident memory then and after a minute idle,
+// with the CPU time and connections of that minute. flags
+// name the agent (default: its HTTP listener).
+func scaleRSS(t *testing.T, bin string, a *consultest.Agent, n int, flags ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--consul-address", a.HTTPAddr, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:16914")
+	if len(flags) == 0 {
+		flags = []string{"--consul-address", a.HTTPAddr}
+	}
+	cmd := exec.CommandContext(ctx, bin, append(flags, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:16914")...)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
@@ -827,6 +868,42 @@ func scaleRSS(t *testing.T, bin string, a *consultest.Agent, n int) {
 		return strings.Join(out, ", ")
 	}
 	t.Logf("galleon-consul ready with %d services after %v: %s", n, time.Since(start).Round(time.Millisecond), status())
-	time.Sleep(30 * time.Second)
-	t.Logf("galleon-consul after 30 s idle: %s", status())
+	cpu0 := cpuSeconds(t, cmd.Process.Pid)
+	time.Sleep(time.Minute)
+	t.Logf("galleon-consul after a minute idle: %s; %.2f s of CPU in that minute; %s", status(), cpuSeconds(t, cmd.Process.Pid)-cpu0,
+		metricLine(t, "http://127.0.0.1:16914/metrics", "galleon_consul_connections"))
+}
+
+// cpuSeconds reads the user and system CPU time of a process.
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name (which may hold spaces): utime and
+	// stime are the 12th and 13th, in clock ticks of 1/100 s.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	var utime, stime float64
+	if _, err := fmt.Sscan(f[11]+" "+f[12], &utime, &stime); err != nil {
+		t.Fatal(err)
+	}
+	return (utime + stime) / 100
+}
+
+// metricLine returns the line of one metric from a /metrics page.
+func metricLine(t *testing.T, url, name string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+" ") {
+			return l
+		}
+	}
+	return name + " not found"
 }

@@ -12,8 +12,12 @@ type job struct {
 
 type jobKey struct{ dc, name string }
 
-// enqueue asks for a fetch (full) or a probe of one service.
+// enqueue asks for a fetch (full) or a probe of one service, unless the
+// service has its own watch, which answers every change.
 func (w *watch) enqueue(d *dcWatch, name string, full bool) {
+	if s := d.svcs[name]; s != nil && s.watch != nil {
+		return
+	}
 	k := jobKey{d.name, name}
 	if w.inflight[k] {
 		w.again[k] = w.again[k] || full
@@ -67,7 +71,7 @@ func (w *watch) runJob(j job) bool {
 	bo := newBackoff(w.cfg.RetryMin, w.cfg.RetryMax)
 	for {
 		w.m.refetched.WithLabelValues(kind).Inc()
-		entries, idx, err := w.c.service(j.ctx, j.key.dc, j.key.name, j.probe)
+		entries, idx, err := w.c.service(j.ctx, j.key.dc, j.key.name, 0, 0, j.probe)
 		ev := fetchEvent{dcGen: at, name: j.key.name, probe: j.probe, index: idx, entries: entries, err: err, final: true}
 		if err == nil || j.ctx.Err() != nil {
 			return w.send(ev)
@@ -86,6 +90,10 @@ func (w *watch) runJob(j job) bool {
 }
 
 func (w *watch) onFetch(ev fetchEvent) {
+	if ev.watch != nil {
+		w.onWatchAnswer(ev)
+		return
+	}
 	if ev.final {
 		k := jobKey{ev.dc, ev.name}
 		delete(w.inflight, k)
@@ -119,8 +127,11 @@ func (w *watch) handleFetch(d *dcWatch, ev fetchEvent) {
 	if _, listed := d.names[ev.name]; !listed {
 		return // the catalog is the authority on which services exist
 	}
-	if s != nil && s.index != 0 && ev.index <= s.index {
-		return // not newer than what is held (a stale read)
+	if ev.watch == nil && s != nil && s.index != 0 && ev.index <= s.index {
+		// Not newer than what is held (a stale read). A watch's
+		// answers come in order, from the index held: each is the
+		// service as it is, even one whose index went backwards.
+		return
 	}
 	if s == nil {
 		s = &dcService{}
@@ -136,6 +147,9 @@ func (w *watch) handleFetch(d *dcWatch, ev fetchEvent) {
 	}
 	w.setRejected(s, rejections)
 	w.setPart(d, ev.name, p)
+	if w.cfg.ServiceWatches > 0 {
+		w.startWatch(d, ev.name, d.svcs[ev.name])
+	}
 }
 
 // setRejected hands the reconciler the records of a service its last

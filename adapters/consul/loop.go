@@ -47,6 +47,9 @@ type watch struct {
 	collided map[partRef]collision                 // parts rejected for a name taken
 
 	sweepTimer *time.Timer
+
+	watched     int  // services with a watch of their own, over every datacenter
+	warnedHTTP1 bool // said that the agent answers over HTTP/1.1 (no watches)
 }
 
 // loop starts the workers and the watches of the datacenters, then

@@ -69,6 +69,7 @@ func (w *watch) setPart(d *dcWatch, name string, p *part) {
 func (w *watch) forget(d *dcWatch, name string) {
 	w.setPart(d, name, nil)
 	if s := d.svcs[name]; s != nil {
+		w.stopWatch(d, s)
 		for record := range s.rejected {
 			w.report.Accept(record)
 		}

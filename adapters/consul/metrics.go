@@ -20,6 +20,9 @@ type metrics struct {
 	stale       *prometheus.GaugeVec
 	bodyBytes   *prometheus.CounterVec
 	wireBytes   prometheus.Counter
+
+	serviceWatches prometheus.Gauge
+	connections    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,11 +33,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"endpoint", "result"}),
 		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_blocking_wakeups_total",
-			Help: "Blocking queries that returned, by signal (catalog; critical and warning: the failing checks) and whether the index moved (changed, unchanged, reset).",
+			Help: "Blocking queries that returned, by signal (catalog; critical and warning: the failing checks; service: a service's own watch) and whether the index moved (changed, unchanged, reset).",
 		}, []string{"signal", "outcome"}),
 		refetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_services_fetched_total",
-			Help: "Per-service requests, by kind: fetch (all instances) or probe (index only, during a sweep).",
+			Help: "Per-service requests, by kind: fetch (all instances), probe (index only, during a sweep) or watch (a blocking query of a service's own watch).",
 		}, []string{"kind"}),
 		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_resyncs_total",
@@ -42,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_consul_sweeps_total",
-			Help: "Index sweeps over every service of a datacenter, by reason (unattributed: the catalog changed and no signal said which service; periodic).",
+			Help: "Index sweeps over the services of a datacenter that have no watch of their own, by reason (unattributed: the catalog changed and no signal said which service; periodic).",
 		}, []string{"reason"}),
 		listings: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_consul_check_listings_total",
@@ -68,9 +71,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "galleon_consul_received_bytes_total",
 			Help: "Bytes read from the connections to the Consul agent, as on the wire (gzip-compressed bodies, headers included).",
 		}),
+		serviceWatches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_consul_service_watches",
+			Help: "Services followed by a blocking query of their own (--service-watches).",
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_consul_connections",
+			Help: "Connections open to the Consul agent (it allows 200 per client by default: http_max_conns_per_client).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.listings, m.rejected, m.lastContact, m.stale, m.bodyBytes, m.wireBytes)
+		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.listings, m.rejected, m.lastContact, m.stale, m.bodyBytes, m.wireBytes, m.serviceWatches, m.connections)
 	}
 	return m
 }

@@ -2,10 +2,15 @@ package consul
 
 import "time"
 
-// startSweep probes every service of a datacenter for its index.
+// startSweep probes every service of a datacenter for its index, but
+// those with a watch of their own (Config.ServiceWatches), which sees
+// every change to its service, node changes included.
 func (w *watch) startSweep(d *dcWatch, reason string) {
-	w.m.sweeps.WithLabelValues(reason).Inc()
 	d.lastSweep, d.sweepDue = time.Now(), false
+	if d.watchedAll() {
+		return
+	}
+	w.m.sweeps.WithLabelValues(reason).Inc()
 	for name := range d.names {
 		w.enqueue(d, name, false)
 	}

@@ -61,6 +61,27 @@ func TestMutualTLS(t *testing.T) {
 		r := run(t, cfg)
 		r.waitService(t, "secure", "the service over mutual TLS", func(s model.Service) bool { return len(s.Instances) == 1 })
 	})
+	t.Run("service watches over HTTP/1.1", func(t *testing.T) {
+		// This front speaks HTTP/1.1 only, where every watch would hold
+		// a connection: the adapter watches no service on its own, and
+		// sweeps find what the signals do not name.
+		cfg := testConfig(a)
+		cfg.Address = "https://" + addr
+		cfg.CAFile, cfg.CertFile, cfg.KeyFile = filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+		cfg.TLSServerName = "consul.test"
+		cfg.ServiceWatches = 10
+		r := run(t, cfg)
+		r.waitService(t, "secure", "the service over HTTP/1.1", func(s model.Service) bool { return len(s.Instances) == 1 })
+		register(t, a, consultest.Instance{Node: "n1", NodeAddress: "10.0.0.1", ID: "tls-1", Service: "secure", Port: 443, Check: "passing",
+			Meta: map[string]string{"owner": "team-h1"}})
+		r.waitService(t, "secure", "the meta edit, found by a sweep", func(s model.Service) bool { return s.Instances[0].Labels["owner"] == "team-h1" })
+		if got := r.counter(t, "galleon_consul_service_watches"); got != 0 {
+			t.Errorf("%v services watched over HTTP/1.1; want none", got)
+		}
+		if sweeps := r.counter(t, "galleon_consul_sweeps_total"); sweeps < 1 {
+			t.Errorf("%v sweeps; want the one that found the meta edit", sweeps)
+		}
+	})
 	t.Run("no client certificate", func(t *testing.T) {
 		cfg := testConfig(a)
 		cfg.Address = "https://" + addr

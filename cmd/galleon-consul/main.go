@@ -50,6 +50,7 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.IntVar(&cfg.FetchConcurrency, "fetch-concurrency", consul.DefaultFetchConcurrency, "per-service requests in flight (each an HTTP connection; the agent allows 200 per client)")
 	fs.DurationVar(&cfg.Resync, "resync", consul.DefaultResync, "period of the index sweep over every service that catches what no blocking query signals (node address changes)")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", consul.DefaultSweepInterval, "least time between two sweeps caused by catalog changes no signal attributes to a service")
+	fs.IntVar(&cfg.ServiceWatches, "service-watches", 0, "most services each followed by a blocking query of its own, which sees port, meta and address edits in milliseconds instead of a sweep (needs the agent's HTTPS listener: HTTP/2; 0: none)")
 	fs.DurationVar(&cfg.DatacenterRefresh, "datacenter-refresh", consul.DefaultDatacenterRefresh, "how often the datacenter list is read again with --datacenters all")
 	return func(env daemon.Env) (registry.Registry, error) {
 		if all {

@@ -26,6 +26,8 @@ func TestBadFlagsFailAtStart(t *testing.T) {
 		{[]string{"--token-file", "/nonexistent/token"}, "--token-file"},
 		{[]string{"--cert-file", "/x.pem"}, "--cert-file and --key-file"},
 		{[]string{"--namespace", "Bad_NS"}, "--namespace"},
+		{[]string{"--service-watches", "100"}, "--service-watches 100: needs the agent's HTTPS listener"},
+		{[]string{"--service-watches", "50000", "--consul-address", "https://127.0.0.1:8501"}, "--service-watches 50000: want 0 (none) to 40000"},
 	} {
 		var stderr bytes.Buffer
 		code := daemon.Run(context.Background(), spec, append(tt.args, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"), &stderr)
