@@ -2,9 +2,7 @@ package snapshot
 
 import (
 	"fmt"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -39,8 +37,8 @@ type Collection struct {
 	Seq uint64
 
 	byName index
-	sorted []*Resource // by name: the order of full-state responses
-	xor    uint64      // XOR of resource hashes, updated per change
+	order  *order // by name: the order of full-state responses
+	xor    uint64 // XOR of resource hashes, updated per change
 
 	// history holds the diffs that led here, oldest first, at most
 	// historyDepth of them. It is shared, never modified, with newer
@@ -69,20 +67,21 @@ type lineageValue struct {
 }
 
 func newCollection(kind Kind) *Collection {
-	c := &Collection{Kind: kind, lineage: &lineage{}}
+	c := &Collection{Kind: kind, order: newOrder(orderChunk), lineage: &lineage{}}
 	c.Version = c.contentVersion()
 	return c
 }
 
 // Len returns the number of resources.
-func (c *Collection) Len() int { return len(c.sorted) }
+func (c *Collection) Len() int { return c.order.n }
 
 // Get returns the named resource, or nil.
 func (c *Collection) Get(name string) *Resource { return c.byName.get(name) }
 
 // Resources returns every resource ordered by name. The caller must not
-// modify the slice.
-func (c *Collection) Resources() []*Resource { return c.sorted }
+// modify the slice. It is built on the first call for each version: a
+// change to a collection copies only the part of the order it touches.
+func (c *Collection) Resources() []*Resource { return c.order.all() }
 
 // LastDiff returns the change that produced this version, or nil for the
 // initial, empty collection.
@@ -173,12 +172,13 @@ func (c *Collection) MemoFrom(key any, build func(prev any) any) any {
 func (c *Collection) contentVersion() string {
 	// The count is folded in so that the empty set and a set whose hashes
 	// cancel out cannot share a version.
-	return fmt.Sprintf("%016x", c.xor^(uint64(len(c.sorted))*0x9e3779b97f4a7c15))
+	return fmt.Sprintf("%016x", c.xor^(uint64(c.order.n)*0x9e3779b97f4a7c15))
 }
 
 // apply returns a new collection with the changes applied, or c itself when
-// nothing changed. The work is proportional to the changes plus one copy of
-// the index; unchanged resources are shared, never re-encoded.
+// nothing changed. The work is proportional to the changes, plus the index
+// shards and order chunks they touch; unchanged resources are shared, never
+// re-encoded.
 func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
 	upserts := map[string]*Resource{}
 	removes := map[string]struct{}{}
@@ -238,7 +238,7 @@ func (c *Collection) with(seq uint64, upserts map[string]*Resource, removes map[
 	sort.Strings(diff.Updated)
 	sort.Strings(diff.Removed)
 	sort.Strings(diff.EndpointOnly)
-	next.sorted = mergeSorted(c.sorted, upserts, removes, diff.Added, len(c.sorted)+len(diff.Added)-len(diff.Removed))
+	next.order = c.order.with(upserts, removes, diff.Added)
 	next.Version = next.contentVersion()
 
 	keep := c.history
@@ -247,48 +247,4 @@ func (c *Collection) with(seq uint64, upserts map[string]*Resource, removes map[
 	}
 	next.history = append(append(make([]*Diff, 0, len(keep)+1), keep...), diff)
 	return next
-}
-
-// mergeSorted rebuilds the by-name order: existing entries are replaced or
-// dropped in place, and the added ones (sorted names) merged in. The old
-// order is copied whole and the few changed names found by binary search,
-// so a change costs one copy of the slice, not a map lookup per resource.
-func mergeSorted(old []*Resource, upserts map[string]*Resource, removes map[string]struct{}, added []string, size int) []*Resource {
-	find := func(name string) (int, bool) {
-		return slices.BinarySearchFunc(old, name, func(r *Resource, n string) int { return strings.Compare(r.Name, n) })
-	}
-	kept := make([]*Resource, len(old), max(size, len(old)))
-	copy(kept, old)
-	for name, r := range upserts {
-		if i, ok := find(name); ok {
-			kept[i] = r
-		}
-	}
-	if len(removes) > 0 {
-		for name := range removes {
-			if i, ok := find(name); ok {
-				kept[i] = nil
-			}
-		}
-		kept = slices.DeleteFunc(kept, func(r *Resource) bool { return r == nil })
-	}
-	if len(added) == 0 {
-		return kept
-	}
-	merged := make([]*Resource, 0, size)
-	i, j := 0, 0
-	for i < len(kept) && j < len(added) {
-		if kept[i].Name < added[j] {
-			merged = append(merged, kept[i])
-			i++
-		} else {
-			merged = append(merged, upserts[added[j]])
-			j++
-		}
-	}
-	merged = append(merged, kept[i:]...)
-	for ; j < len(added); j++ {
-		merged = append(merged, upserts[added[j]])
-	}
-	return merged
 }
