@@ -175,8 +175,8 @@ func (w *watch) checkListed(d *dcWatch) {
 
 // answered records the outcome of a request of generation at, counted
 // under source, and returns its datacenter if the answer is to be used:
-// nil if the datacenter was dropped or listed again since, or the request
-// failed.
+// nil if the datacenter was dropped or listed again since (this answer's
+// success included), or the request failed.
 func (w *watch) answered(at dcGen, source string, err error) *dcWatch {
 	d := w.dcs[at.dc]
 	if d == nil || d.gen != at.gen {
@@ -189,6 +189,11 @@ func (w *watch) answered(at dcGen, source string, err error) *dcWatch {
 		return nil
 	}
 	w.ok(d, source)
+	if d.gen != at.gen {
+		// This answer ended an outage, and the datacenter is being
+		// listed again: it is the old generation's, not to be applied.
+		return nil
+	}
 	return d
 }
 

@@ -107,8 +107,9 @@ func (tw *testWatch) catalogFails(dc string, err error) {
 }
 
 // relisted applies the answers of a datacenter back from an outage: the
-// catalog answers again (which lists it again), then the new generation's
-// checks and fetches.
+// catalog answers again (which lists it again: that answer is the old
+// generation's, not applied), then the new generation's catalog, checks and
+// fetches.
 func (tw *testWatch) relisted(dc string, services map[string][]*api.ServiceEntry) {
 	names := map[string][]string{}
 	for name := range services {
@@ -120,6 +121,11 @@ func (tw *testWatch) relisted(dc string, services map[string][]*api.ServiceEntry
 	if tw.w.dcs[dc].gen == gen {
 		tw.t.Fatalf("%s answering again was not listed again", dc)
 	}
+	if tw.w.dcs[dc].catalogSeen {
+		tw.t.Fatalf("%s: the old generation's answer that ended the outage was applied to the new one", dc)
+	}
+	tw.w.onCatalog(catalogEvent{signalAnswer: signalAnswer{dcGen: tw.at(dc), index: 100}, names: names})
+	tw.w.flush()
 	tw.w.onChecks(checksEvent{signalAnswer: signalAnswer{dcGen: tw.at(dc), index: 100}, state: api.HealthAny})
 	tw.w.flush()
 	for name, entries := range services {
