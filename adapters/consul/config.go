@@ -90,8 +90,9 @@ type Config struct {
 	ConsulNamespace, Partition string
 	// Consistency of reads: default, stale or consistent (Consul's modes).
 	Consistency string
-	// Wait is the longest a blocking query waits for a change (default 1m;
-	// at most 10m, Consul's cap).
+	// Wait is the longest a signal's blocking query waits for a change
+	// (default 1m; at most 10m, Consul's cap). Service watches wait 10m
+	// whatever it says (see ServiceWatches).
 	Wait time.Duration
 
 	// HostTemplate renders a service's host (Go text/template with

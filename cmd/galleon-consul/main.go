@@ -39,7 +39,7 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.StringVar(&cfg.ConsulNamespace, "consul-namespace", "", "Consul Enterprise namespace to read (default: CONSUL_NAMESPACE)")
 	fs.StringVar(&cfg.Partition, "consul-partition", "", "Consul Enterprise admin partition to read (default: CONSUL_PARTITION)")
 	fs.StringVar(&cfg.Consistency, "consistency", consul.ConsistencyDefault, "read consistency: default, stale (any server; scales reads) or consistent (leader-verified)")
-	fs.DurationVar(&cfg.Wait, "wait", consul.DefaultWait, "longest wait of a blocking query (1s to 10m); bounds how long a silently dead connection goes unnoticed")
+	fs.DurationVar(&cfg.Wait, "wait", consul.DefaultWait, "longest wait of a signal's blocking query (1s to 10m); bounds how long a silently dead connection goes unnoticed (service watches wait 10m)")
 	fs.StringVar(&cfg.HostTemplate, "host-template", consul.DefaultHostTemplate, "host of a service: Go template with {{.Service}}, {{.Datacenter}}, {{.Namespace}}, {{.Partition}}")
 	fs.StringVar(&cfg.Namespace, "namespace", consul.DefaultNamespace, "namespace of the ServiceEntries")
 	fs.StringVar(&cfg.NamespaceMetaKey, "namespace-meta-key", "", "service meta key whose value, when set, is the ServiceEntry's namespace instead of --namespace")
