@@ -36,7 +36,7 @@ func (w *watch) handleCatalog(d *dcWatch, ev catalogEvent) {
 			}
 		}
 		for name := range ev.names {
-			if s := d.svcs[name]; s != nil && s.watch != nil {
+			if d.watching(name) {
 				// Watches end with a generation: this one was started
 				// by a fetch of this generation, and holds the service.
 				continue

@@ -60,8 +60,8 @@ type fetchEvent struct {
 	index   uint64
 	entries []*api.ServiceEntry
 	err     error
-	// watch is the service's watch that answered (a fetch); nil for a
-	// job.
+	// watch is the service's watch that answered (a fetch; final does
+	// not apply); nil for a job.
 	watch *serviceWatch
 }
 

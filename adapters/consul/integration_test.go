@@ -214,14 +214,7 @@ func TestChanges(t *testing.T) {
 	})
 	t.Run("port change", func(t *testing.T) {
 		register(t, a, web("web-4", "", 9090, []string{"v1"}, nil))
-		r.waitService(t, "web", "port 9090", func(s model.Service) bool {
-			for _, p := range s.Ports {
-				if p.Number == 9090 {
-					return true
-				}
-			}
-			return false
-		})
+		r.waitService(t, "web", "port 9090", func(s model.Service) bool { return hasPort(s, 9090) })
 	})
 	t.Run("health flip critical and back", func(t *testing.T) {
 		register(t, a, web("web-3", "critical", 8080, []string{"v1"}, nil))

@@ -15,7 +15,7 @@ type jobKey struct{ dc, name string }
 // enqueue asks for a fetch (full) or a probe of one service, unless the
 // service has its own watch, which answers every change.
 func (w *watch) enqueue(d *dcWatch, name string, full bool) {
-	if s := d.svcs[name]; s != nil && s.watch != nil {
+	if d.watching(name) {
 		return
 	}
 	k := jobKey{d.name, name}
@@ -147,9 +147,7 @@ func (w *watch) handleFetch(d *dcWatch, ev fetchEvent) {
 	}
 	w.setRejected(s, rejections)
 	w.setPart(d, ev.name, p)
-	if w.cfg.ServiceWatches > 0 {
-		w.startWatch(d, ev.name, d.svcs[ev.name])
-	}
+	w.startWatch(d, ev.name, s)
 }
 
 // setRejected hands the reconciler the records of a service its last

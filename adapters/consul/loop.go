@@ -48,7 +48,6 @@ type watch struct {
 
 	sweepTimer *time.Timer
 
-	watched     int  // services with a watch of their own, over every datacenter
 	warnedHTTP1 bool // said that the agent answers over HTTP/1.1 (no watches)
 }
 

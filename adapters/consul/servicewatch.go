@@ -16,7 +16,7 @@ type serviceWatch struct {
 // and the agent answers over HTTP/2 (over HTTP/1.1 each query would hold a
 // connection, and the agent refuses a client's 201st).
 func (w *watch) startWatch(d *dcWatch, name string, s *dcService) {
-	if s.watch != nil || w.watched >= w.cfg.ServiceWatches {
+	if s.watch != nil || w.watchCount() >= w.cfg.ServiceWatches {
 		return
 	}
 	if !w.c.multiplexed() {
@@ -31,8 +31,7 @@ func (w *watch) startWatch(d *dcWatch, name string, s *dcService) {
 	sw := &serviceWatch{cancel: cancel}
 	s.watch = sw
 	d.watched++
-	w.watched++
-	w.m.serviceWatches.Set(float64(w.watched))
+	w.m.serviceWatches.Set(float64(w.watchCount()))
 	at := dcGen{d.name, d.gen}
 	// An index of 0 would make every query return at once.
 	index := max(s.index, 1)
@@ -47,8 +46,22 @@ func (w *watch) stopWatch(d *dcWatch, s *dcService) {
 	s.watch.cancel()
 	s.watch = nil
 	d.watched--
-	w.watched--
-	w.m.serviceWatches.Set(float64(w.watched))
+	w.m.serviceWatches.Set(float64(w.watchCount()))
+}
+
+// watchCount is the number of service watches over every datacenter.
+func (w *watch) watchCount() int {
+	n := 0
+	for _, d := range w.dcs {
+		n += d.watched
+	}
+	return n
+}
+
+// watching reports whether a service of d has a watch of its own.
+func (d *dcWatch) watching(name string) bool {
+	s := d.svcs[name]
+	return s != nil && s.watch != nil
 }
 
 // stopWatches ends the watches of a datacenter's services (it is listed
@@ -89,7 +102,7 @@ func (w *watch) followService(ctx context.Context, at dcGen, name string, index 
 			return
 		}
 		w.m.refetched.WithLabelValues("watch").Inc()
-		ev := fetchEvent{dcGen: at, name: name, index: idx, entries: entries, err: err, final: true, watch: sw}
+		ev := fetchEvent{dcGen: at, name: name, index: idx, entries: entries, err: err, watch: sw}
 		if err != nil {
 			w.send(ev)
 			return

@@ -41,12 +41,11 @@ func TestServiceWatches(t *testing.T) {
 		change := func(what string, write func(), name string, cond func(model.Service) bool) float64 {
 			t.Helper()
 			r.settle(t)
-			caused := func() float64 { return r.caused(t) }
-			before := caused()
+			before := r.caused(t)
 			write()
 			r.waitService(t, name, what, cond)
 			r.settle(t)
-			cost := caused() - before
+			cost := r.caused(t) - before
 			t.Logf("%s with %d services, each watched: %v HTTP requests", what, n, cost)
 			return cost
 		}
