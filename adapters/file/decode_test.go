@@ -13,7 +13,7 @@ import (
 func checkDecodeService(t *testing.T, name string, n *yaml.Node) bool {
 	t.Helper()
 	var got serviceSpec
-	if !decodeService(n, &got, newInterner()) {
+	if !decodeService(n, &got, newInterner(0)) {
 		return false
 	}
 	var want serviceSpec

@@ -1,6 +1,7 @@
 package file
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -100,6 +101,15 @@ func TestParseFileAllFields(t *testing.T) {
 // right line and explained.
 func TestParseFileErrors(t *testing.T) {
 	const good = "- name: ok\n  ports: [{number: 80}]\n"
+	// 40 instances, the 36th with the 4th one's id: past the size at which IDs are indexed.
+	var many strings.Builder
+	many.WriteString("services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n")
+	for i := range 40 {
+		if i == 35 {
+			i = 3
+		}
+		fmt.Fprintf(&many, "  - address: 10.0.0.%d\n", i)
+	}
 	cases := []struct {
 		name     string
 		data     string
@@ -136,6 +146,7 @@ func TestParseFileErrors(t *testing.T) {
 		{"no address", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - id: x\n", false, 5, "address is required"},
 		{"unknown instance port", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n    ports: {81: 82}\n", false, 5, "81 is not a port of the service"},
 		{"duplicate instance id", "services:\n- name: b\n  ports: [{number: 80}]\n  instances:\n  - address: 1.2.3.4\n  - address: 1.2.3.4\n", false, 6, `id "1.2.3.4" is already used`},
+		{"duplicate instance id of a large service", many.String(), false, 40, `instances[35]: id "10.0.0.3" is already used by instances[3]`},
 		{"duplicate service", "services:\n" + good + good, false, 4, "already defined at line 2"},
 		{"service not a mapping", "services:\n- reviews\n", false, 2, "must be a mapping"},
 	}

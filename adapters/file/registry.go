@@ -95,7 +95,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -539,7 +538,10 @@ func (s *runState) scan() error {
 	}
 
 	seen := map[string]bool{}
-	var toParse []fileParse
+	// Files are parsed as they are read, and kept in listing order once all are parsed.
+	pool := parsePool{namespace: s.cfg.Namespace}
+	defer pool.wait() // the panics of a bug aside, parseAndKeep has waited already
+	var toParse []*fileParse
 	toParseBytes := 0
 	for _, e := range entries {
 		name := e.Name()
@@ -599,13 +601,15 @@ func (s *runState) scan() error {
 		}
 		fs.parsed, fs.fp = true, fingerprintOf(data)
 		fs.stat, fs.statAt, fs.statOK = st, statAt, statOK
-		toParse = append(toParse, fileParse{name: name, path: path, data: data, fs: fs})
+		f := &fileParse{name: name, path: path, data: data, fs: fs}
+		pool.add(f)
+		toParse = append(toParse, f)
 		if toParseBytes += len(data); toParseBytes >= parseBatchBytes {
-			s.parseAndKeep(toParse)
+			s.parseAndKeep(&pool, toParse)
 			toParse, toParseBytes = toParse[:0], 0
 		}
 	}
-	s.parseAndKeep(toParse)
+	s.parseAndKeep(&pool, toParse)
 	for name, fs := range s.files {
 		if !seen[name] {
 			s.setGood(name, fs, nil)
@@ -629,12 +633,11 @@ type fileParse struct {
 // files are parsed in parallel.
 const parseBatchBytes = 32 << 20
 
-// parseAndKeep parses the files (see parseFiles) and keeps each one's
+// parseAndKeep waits for the files added to pool to be parsed, then keeps each one's
 // services, or its last good ones if it is malformed, in listing order.
-func (s *runState) parseAndKeep(files []fileParse) {
-	parseFiles(files, s.cfg.Namespace)
-	for i := range files {
-		f := &files[i]
+func (s *runState) parseAndKeep(pool *parsePool, files []*fileParse) {
+	pool.wait()
+	for _, f := range files {
 		if f.rej != nil {
 			f.fs.fileErr = f.rej
 			s.keepLastGood(f.name, f.fs)
@@ -649,31 +652,52 @@ func (s *runState) parseAndKeep(files []fileParse) {
 	}
 }
 
-// parseFiles parses the files on up to GOMAXPROCS goroutines, all done when
-// it returns. The files are independent, and parsing is much of the work of
-// a start (10,001 services in 21 files); BenchmarkParseGenerated ran 1.0 to
-// 1.5 times as fast with 2 CPUs as with 1 (allocation bounds the rest).
-// Results are applied by the caller in listing order, as before.
-func parseFiles(files []fileParse, namespace string) {
-	workers := min(runtime.GOMAXPROCS(0), len(files))
-	if workers <= 1 {
-		var arena nodeArena
-		for i := range files {
-			files[i].parsed, files[i].rej = parseFileIn(&arena, files[i].path, files[i].data, namespace)
+// parsePool parses files on up to GOMAXPROCS goroutines while the scan reads the next ones:
+// reading the load tool's 12 MB registry took 60 ms of a start's single goroutine, with a
+// core free meanwhile. The files are independent; parsing is most of a start's adapter work.
+// Its goroutines start with the first file added (a scan that finds nothing changed starts
+// none) and are gone when wait returns. A pool belongs to one goroutine.
+type parsePool struct {
+	namespace string
+	files     chan *fileParse // nil: no goroutine running
+	wg        sync.WaitGroup
+}
+
+func (p *parsePool) add(f *fileParse) {
+	if p.files == nil {
+		p.files = make(chan *fileParse, parsePoolQueue)
+		for range runtime.GOMAXPROCS(0) {
+			p.wg.Go(func() {
+				var arena nodeArena // one per goroutine, for every file it parses
+				for f := range p.files {
+					f.parsed, f.rej = parseFileIn(&arena, f.path, f.data, p.namespace)
+				}
+			})
 		}
-		return
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			var arena nodeArena
-			for i := int(next.Add(1)) - 1; i < len(files); i = int(next.Add(1)) - 1 {
-				files[i].parsed, files[i].rej = parseFileIn(&arena, files[i].path, files[i].data, namespace)
-			}
-		})
+	p.files <- f
+}
+
+// wait returns once every file added is parsed and the goroutines have stopped.
+func (p *parsePool) wait() {
+	if p.files != nil {
+		close(p.files)
+		p.wg.Wait()
+		p.files = nil
 	}
-	wg.Wait()
+}
+
+// parsePoolQueue is how many files read may wait for a parsing goroutine: the scan reads
+// ahead that far (parseBatchBytes bounds their bytes).
+const parsePoolQueue = 64
+
+// parseFiles parses files on the pool's goroutines, all done when it returns.
+func parseFiles(files []fileParse, namespace string) {
+	pool := parsePool{namespace: namespace}
+	for i := range files {
+		pool.add(&files[i])
+	}
+	pool.wait()
 }
 
 // openFile opens a registry file for reading if it is a regular file of at

@@ -186,7 +186,11 @@ const unreachableRepeat = 30 * time.Second
 func (r *Reconciler) Flush() {
 	r.flushRejections()
 	if !r.synced {
-		all := slices.SortedFunc(maps.Values(r.desired), func(a, b model.Service) int { return compareKeys(a.Key(), b.Key()) })
+		// Sort the keys, not the services: a model.Service is a large value to swap.
+		all := make([]model.Service, 0, len(r.desired))
+		for _, k := range slices.SortedFunc(maps.Keys(r.desired), compareKeys) {
+			all = append(all, r.desired[k])
+		}
 		r.sink.Replace(all)
 		r.reported = maps.Clone(r.desired)
 		clear(r.dirty)

@@ -163,6 +163,10 @@ func (e *Error) Unwrap() []error { return e.Reasons }
 //     unix:// socket, or empty), DNS otherwise. With ResolutionNone istiod
 //     forwards to the original destination and forbids endpoints, so no
 //     endpoints or WorkloadEntries are produced at all.
+//
+// Convert never modifies svc, but the resources may share its maps (labels that need no
+// repair are not copied): svc must not be modified afterwards, which the registry.Sink
+// contract already asks of every service the core receives.
 func Convert(svc model.Service, opts Options) ([]Resource, error) {
 	c := converter{svc: &svc, opts: opts}
 	out := c.convert()
@@ -268,6 +272,7 @@ func (c *converter) convert() []Resource {
 		// none is updated and proxies keep the last endpoint for good. A label change is a
 		// service change, which makes istiod rebuild the service's endpoints (to none) in a
 		// full push. See docs/architecture.md, "The last endpoint".
+		labels = maps.Clone(labels) // SanitizeLabels may return svc.Labels itself
 		if labels == nil {
 			labels = make(map[string]string, 1)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -283,33 +284,30 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-// TestConvertDoesNotAlias checks that the resources share no map with the
-// input, so an adapter reusing its service value (which the registry Sink
-// contract allows) cannot change what is served.
-func TestConvertDoesNotAlias(t *testing.T) {
+// TestConvertLeavesInputAlone checks that Convert never writes to the service it converts:
+// the model is the Sink's and stays served (the pipeline compares the next report with it).
+// Resources may share its maps (SanitizeLabels returns labels that need no repair as they
+// are), so a label Convert adds must go to a copy: a service without endpoints gets one.
+func TestConvertLeavesInputAlone(t *testing.T) {
 	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
-		svc := goodService()
-		svc.Annotations = map[string]string{"a": "1"}
-		svc.Labels = map[string]string{"app": "payments"}
-		svc.Instances[0].Labels = map[string]string{"version": "v1"}
-		rs, err := Convert(svc, Options{Mode: mode})
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := make([][]byte, len(rs))
-		for i, r := range rs {
-			before[i] = marshal(r.Spec)
-		}
-		svc.Annotations["a"] = "2"
-		svc.Labels["app"] = "changed"
-		svc.Instances[0].Labels["version"] = "v2"
-		svc.Instances[1].Ports[80] = 9999
-		if rs[0].Annotations["a"] != "1" || rs[0].Labels["app"] != "payments" {
-			t.Errorf("mode %v: metadata follows the input after Convert", mode)
-		}
-		for i, r := range rs {
-			if !bytes.Equal(before[i], marshal(r.Spec)) {
-				t.Errorf("mode %v: resource %d changed with the input", mode, i)
+		for _, instances := range []int{2, 0} {
+			svc := goodService()
+			svc.Instances = svc.Instances[:instances]
+			svc.Annotations = map[string]string{"a": "1"}
+			svc.Labels = map[string]string{"app": "payments"}
+			for i := range svc.Instances {
+				svc.Instances[i].Labels = map[string]string{"version": "v1"}
+			}
+			want := svc.Clone()
+			rs, err := Convert(svc, Options{Mode: mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !model.Equal(svc, want) || !maps.Equal(svc.Labels, want.Labels) {
+				t.Errorf("mode %v, %d instances: Convert changed its input: %+v, was %+v", mode, instances, svc, want)
+			}
+			if mode == ModeServiceEntry && instances == 0 && rs[0].Labels[LabelNoEndpoints] != "none" {
+				t.Errorf("mode %v: no %s label on a service without endpoints: %v", mode, LabelNoEndpoints, rs[0].Labels)
 			}
 		}
 	}

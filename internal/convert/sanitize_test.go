@@ -1,6 +1,8 @@
 package convert
 
 import (
+	"maps"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -154,12 +156,40 @@ func allDigitsTLD(h string) bool {
 	return strings.Trim(tld, "0123456789") == "" && strings.Contains(h, ".")
 }
 
+// SanitizeLabels returns a map that needs no repair as it is, and agrees with the repair
+// on every key and value that is one byte away from needing it.
+func TestSanitizeLabelsNoCopy(t *testing.T) {
+	valid := map[string]string{"app": "payments", "version": "v1.2_3", "example.com/team": "", "a.b-c.d/Zone-1": "Eu.West"}
+	got := SanitizeLabels(valid)
+	if reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(valid).UnsafePointer() {
+		t.Errorf("SanitizeLabels(%v) made a copy of a map that needs no repair", valid)
+	}
+	name63, name64 := strings.Repeat("n", 63), strings.Repeat("n", 64)
+	keys := []string{"app", "App", "/app", "Example.com/app", "example..com/app", "-x.com/app", "x.com-/app",
+		"x.com/", "x.com/a/b", "a_b", "_a", "a_", name63, name64, "x.com/" + name63, "x.com/" + name64,
+		strings.Repeat("p.", 126) + "p/n", strings.Repeat("p.", 127) + "p/n", "é", "a b"}
+	values := []string{"", "v1", "V1", "v1 ", " v1", "v-", "-v", "v.1", "v/1", name63, name64, "é"}
+	for _, k := range keys {
+		for _, v := range values {
+			in := map[string]string{k: v, "app": "x"}
+			if got, want := SanitizeLabels(in), sanitizeLabelsCopy(in); !maps.Equal(got, want) {
+				t.Errorf("SanitizeLabels(%q=%q) = %v, the repair gives %v", k, v, got, want)
+			}
+		}
+	}
+}
+
 func FuzzSanitizeLabels(f *testing.F) {
 	f.Add("app", "v1", "a b/c/d", "x y")
 	f.Add("Example.COM/app", "", "/", "\xff")
 	f.Add(strings.Repeat("p.", 130)+"/n", "v", "k", strings.Repeat("v", 80))
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
-		out := SanitizeLabels(map[string]string{k1: v1, k2: v2})
+		in := map[string]string{k1: v1, k2: v2}
+		out := SanitizeLabels(in)
+		// The no-copy path must agree with the repairing one.
+		if want := sanitizeLabelsCopy(in); !maps.Equal(out, want) {
+			t.Fatalf("SanitizeLabels(%q=%q, %q=%q) = %v, the repair gives %v", k1, v1, k2, v2, out, want)
+		}
 		if errs := validateLabels(out); len(errs) != 0 {
 			t.Fatalf("SanitizeLabels(%q=%q, %q=%q) = %v: %v", k1, v1, k2, v2, out, errs)
 		}

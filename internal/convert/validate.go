@@ -605,7 +605,7 @@ func isDNS1123Subdomain(s string) bool {
 	if len(s) == 0 || len(s) > maxDNSSubdomain {
 		return false
 	}
-	for _, l := range strings.Split(s, ".") {
+	for l := range strings.SplitSeq(s, ".") {
 		if len(l) == 0 || !isLowerAlnum(l[0]) || !isLowerAlnum(l[len(l)-1]) {
 			return false
 		}

@@ -15,11 +15,9 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/parallel"
 	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 )
@@ -525,23 +524,7 @@ func (p *Pipeline) convertAll(jobs []serviceJob) {
 		}
 		j.objects, j.err = p.objects(j.svc)
 	}
-	workers := runtime.GOMAXPROCS(0)
-	if len(jobs) < convertParallelMin || workers == 1 {
-		for i := range jobs {
-			one(&jobs[i])
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
-				one(&jobs[i])
-			}
-		})
-	}
-	wg.Wait()
+	parallel.For(len(jobs), convertParallelMin, func(i int) { one(&jobs[i]) })
 }
 
 // serviceChanges appends the snapshot changes that make j.key's resources

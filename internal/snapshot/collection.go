@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"github.com/galleon-mesh/galleon/internal/parallel"
 )
 
 // historyDepth is how many diffs a collection remembers, so that a Delta
@@ -175,11 +177,23 @@ func (c *Collection) contentVersion() string {
 	return fmt.Sprintf("%016x", c.xor^(uint64(c.order.n)*0x9e3779b97f4a7c15))
 }
 
+// encodeParallelMin is the smallest batch that apply encodes on every core.
+const encodeParallelMin = 256
+
 // apply returns a new collection with the changes applied, or c itself when
 // nothing changed. The work is proportional to the changes, plus the index
 // shards and order chunks they touch; unchanged resources are shared, never
 // re-encoded.
 func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
+	// Encoding is most of the work and needs only the object: a large batch (a start, a
+	// relisting) encodes on every core.
+	encoded := make([]*Resource, len(changes))
+	errs := make([]error, len(changes))
+	parallel.For(len(changes), encodeParallelMin, func(i int) {
+		if obj := changes[i].Object; obj != nil {
+			encoded[i], errs[i] = newResource(obj, FixedCreateTime())
+		}
+	})
 	upserts := map[string]*Resource{}
 	removes := map[string]struct{}{}
 	// Later changes of the same name win, so process them in order.
@@ -194,7 +208,7 @@ func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
 		}
 		delete(removes, ch.Name)
 		old := c.Get(ch.Name)
-		r, err := newResource(ch.Object, FixedCreateTime())
+		r, err := encoded[i], errs[i]
 		if err != nil {
 			return nil, err
 		}
