@@ -28,6 +28,7 @@ import (
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/parallel"
+	"github.com/galleon-mesh/galleon/internal/protoenc"
 	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 )
@@ -666,18 +667,13 @@ func encode(r convert.Resource) (*snapshot.Object, error) {
 		obj.Shape = xxhash.Sum64(shape)
 		obj.Body = shape
 		if len(endpoints) > 0 {
-			tail, err := deterministic.Marshal(&networking.ServiceEntry{Endpoints: endpoints})
-			if err != nil {
-				return nil, err
-			}
-			obj.Body = append(shape, tail...)
+			// Most of the bytes, and every map, are the endpoints': protoenc writes them as
+			// deterministic marshalling would, without its reflection.
+			obj.Body = protoenc.AppendEndpoints(shape, endpoints)
 		}
 	case *networking.WorkloadEntry:
 		obj.Kind = snapshot.WorkloadEntry
-		body, err := deterministic.Marshal(spec)
-		if err != nil {
-			return nil, err
-		}
+		body := protoenc.AppendWorkloadEntry(nil, spec)
 		obj.Body = body
 		obj.Shape = xxhash.Sum64(body) // every WorkloadEntry change counts as a change
 	default:

@@ -184,14 +184,13 @@ const encodeParallelMin = 256
 // nothing changed. The work is proportional to the changes, plus the index
 // shards and order chunks they touch; unchanged resources are shared, never
 // re-encoded.
-func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
+func (c *Collection) apply(seq uint64, changes []Change) *Collection {
 	// Encoding is most of the work and needs only the object: a large batch (a start, a
 	// relisting) encodes on every core.
 	encoded := make([]*Resource, len(changes))
-	errs := make([]error, len(changes))
 	parallel.For(len(changes), encodeParallelMin, func(i int) {
 		if obj := changes[i].Object; obj != nil {
-			encoded[i], errs[i] = newResource(obj, FixedCreateTime())
+			encoded[i] = newResource(obj, FixedCreateTime())
 		}
 	})
 	upserts := map[string]*Resource{}
@@ -208,17 +207,14 @@ func (c *Collection) apply(seq uint64, changes []Change) (*Collection, error) {
 		}
 		delete(removes, ch.Name)
 		old := c.Get(ch.Name)
-		r, err := encoded[i], errs[i]
-		if err != nil {
-			return nil, err
-		}
+		r := encoded[i]
 		if old != nil && old.hash == r.hash && old.Origin.Equal(r.Origin) {
 			delete(upserts, ch.Name) // back to what is served
 			continue
 		}
 		upserts[ch.Name] = r
 	}
-	return c.with(seq, upserts, removes), nil
+	return c.with(seq, upserts, removes)
 }
 
 // with returns a new collection in which upserts replace or add resources

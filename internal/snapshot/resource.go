@@ -9,10 +9,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
-	mcp "istio.io/api/mcp/v1alpha1"
+
+	"github.com/galleon-mesh/galleon/internal/protoenc"
 )
 
 // Object is what the core asks the store to serve: one resource, its body
@@ -130,7 +128,7 @@ func FixedCreateTime() time.Time { return time.Unix(0, 0).UTC() }
 
 // newResource hashes and encodes obj. createTime is the time to record when
 // the resource is new; an existing resource passes its own.
-func newResource(obj *Object, createTime time.Time) (*Resource, error) {
+func newResource(obj *Object, createTime time.Time) *Resource {
 	meta := metadataHash(obj)
 	hash := contentHash(obj, meta)
 	r := &Resource{
@@ -141,23 +139,19 @@ func newResource(obj *Object, createTime time.Time) (*Resource, error) {
 		hash:       hash,
 		shape:      obj.Shape ^ meta,
 	}
-	res := &mcp.Resource{
-		Metadata: &mcp.Metadata{
-			Name:        obj.Name,
-			CreateTime:  timestamppb.New(createTime),
-			Version:     r.Version,
-			Labels:      obj.Labels,
-			Annotations: obj.Annotations,
-		},
-		Body: &anypb.Any{TypeUrl: obj.Kind.BodyTypeURL(), Value: obj.Body},
+	res := protoenc.MCPResource{
+		Name:        obj.Name,
+		Version:     r.Version,
+		CreateTime:  createTime,
+		Labels:      obj.Labels,
+		Annotations: obj.Annotations,
+		TypeURL:     obj.Kind.BodyTypeURL(),
+		Body:        obj.Body,
 	}
-	mcpBytes, err := proto.MarshalOptions{Deterministic: true}.Marshal(res)
-	if err != nil {
-		return nil, fmt.Errorf("marshal %s %s: %w", obj.Kind, obj.Name, err)
-	}
-	// Any{type_url = 1, value = 2}
+	// Any{type_url = 1, value = 2}, the MCP resource written straight into its place.
+	mcpLen := res.Size()
 	anyLen := protowire.SizeTag(1) + protowire.SizeBytes(len(MCPResourceTypeURL)) +
-		protowire.SizeTag(2) + protowire.SizeBytes(len(mcpBytes))
+		protowire.SizeTag(2) + protowire.SizeBytes(mcpLen)
 	entry := make([]byte, 0, protowire.SizeTag(discoveryResponseResourcesField)+protowire.SizeBytes(anyLen))
 	entry = protowire.AppendTag(entry, discoveryResponseResourcesField, protowire.BytesType)
 	entry = protowire.AppendVarint(entry, uint64(anyLen))
@@ -165,9 +159,9 @@ func newResource(obj *Object, createTime time.Time) (*Resource, error) {
 	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
 	entry = protowire.AppendString(entry, MCPResourceTypeURL)
 	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
-	entry = protowire.AppendVarint(entry, uint64(len(mcpBytes)))
+	entry = protowire.AppendVarint(entry, uint64(mcpLen))
 	r.mcpStart = len(entry)
-	r.entry = append(entry, mcpBytes...)
+	r.entry, _ = res.Append(entry, nil)
 
 	// Resource{version = 1, name = 3, resource = 2}: field order on the wire
 	// is free, so the Any goes last and is shared.
@@ -183,7 +177,7 @@ func newResource(obj *Object, createTime time.Time) (*Resource, error) {
 	p = protowire.AppendString(p, r.Name)
 	p = protowire.AppendTag(p, resourceAnyField, protowire.BytesType)
 	r.deltaPrefix = protowire.AppendVarint(p, uint64(anyLen))
-	return r, nil
+	return r
 }
 
 // contentHash covers everything a sink sees except create_time, which is

@@ -126,10 +126,7 @@ func (s *Store) Apply(changes []Change, ready bool) (*Snapshot, map[Kind]*Diff, 
 		if len(byKind[k]) == 0 {
 			continue
 		}
-		c, err := cur.collections[k].apply(seq, byKind[k])
-		if err != nil {
-			return cur, nil, err
-		}
+		c := cur.collections[k].apply(seq, byKind[k])
 		if c != cur.collections[k] {
 			next.collections[k] = c
 			diffs[k] = c.LastDiff()
