@@ -215,3 +215,64 @@ func FuzzFastDocuments(f *testing.F) {
 		checkFastDocuments(t, "input", data)
 	})
 }
+
+// FuzzParseFileStreams: a file parseFile reads with fastStream, handing it services as they are
+// parsed, gives what yaml.v3 gives for it: the same services, service rejections and file
+// rejection, in the same order. A comment that is not ASCII sends the file to yaml.v3.
+func FuzzParseFileStreams(f *testing.F) {
+	for _, s := range streamSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, ok := fastDocuments(data, nil); !ok {
+			return // yaml.v3 reads it either way (and the comment would move its end-of-file errors)
+		}
+		streamed, streamedRej := parseFile("/r/a.yaml", data, "default")
+		slow := append(bytes.Clone(data), "\n# é\n"...)
+		read, readRej := parseFile("/r/a.yaml", slow, "default")
+		if got, want := describeParse(streamed, streamedRej), describeParse(read, readRej); got != want {
+			t.Fatalf("streamed:\n%s\nyaml.v3:\n%s\ninput:\n%s", got, want, data)
+		}
+	})
+}
+
+// streamSeeds are FuzzParseFileStreams' seeds, all in the fast path's subset
+// (TestStreamSeedsInSubset): a seed outside it would compare nothing.
+func streamSeeds() []string {
+	const svc = "- name: a\n  ports: [{number: 80}]\n"
+	return []string{
+		"services:\n" + svc + "- name: b\n  ports: [{number: 80}]\n  instances:\n  - {address: 10.0.0.1, labels: {a: b}}\n",
+		// The same service in a flow list, then in a block list of the next document, and back.
+		"services: [{name: a, ports: [{number: 80}]}]\n---\nservices:\n" + svc,
+		"services:\n" + svc + "---\nservices: [{name: a, ports: [{number: 81}]}]\n",
+		"services:\n" + svc + svc,
+		"services:\n" + svc + "---\nservice: []\n",
+		"services:\n" + svc + "services: []\n",
+		"services:\n" + svc + "- name: b\n  ports: []\n- name: c\n  prots: [{number: 80}]\n",
+		"other: 1\nservices:\n" + svc,
+		"- services:\n  " + svc,
+	}
+}
+
+func TestStreamSeedsInSubset(t *testing.T) {
+	for _, s := range streamSeeds() {
+		if _, ok := fastDocuments([]byte(s), nil); !ok {
+			t.Errorf("outside the fast path's subset:\n%s", s)
+		}
+	}
+}
+
+// describeParse prints what parseFile returned, for comparison.
+func describeParse(pf *parsedFile, rej *rejection) string {
+	if rej != nil {
+		return fmt.Sprintf("file rejected at line %d: %v", rej.line, rej.err)
+	}
+	var b strings.Builder
+	for _, s := range pf.services {
+		fmt.Fprintf(&b, "line %d: %+v\n", s.line, s.svc)
+	}
+	for _, r := range pf.rejected {
+		fmt.Fprintf(&b, "rejected line %d (from %d, %v %v): %v\n", r.line, r.start, r.key, r.known, r.err)
+	}
+	return b.String()
+}

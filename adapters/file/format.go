@@ -197,50 +197,15 @@ func parseFileIn(arena *nodeArena, path string, data []byte, defaultNamespace st
 	if arena != nil {
 		defer arena.reset()
 	}
-	var nodes []*yaml.Node
-	add := func(doc *yaml.Node) *rejection {
-		items, err := servicesOf(doc)
-		if err != nil {
-			return &rejection{path: path, line: lineOf(err, 1), err: err}
-		}
-		nodes = append(nodes, items...)
-		return nil
-	}
-	if docs, ok := fastDocuments(data, arena); ok {
-		for _, doc := range docs {
-			if rej := add(doc); rej != nil {
-				return nil, rej
-			}
-		}
-	} else {
-		// Outside the fast path's subset, yaml.v3 reads the file.
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		for {
-			var doc yaml.Node
-			err := dec.Decode(&doc)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				// yaml.v3's own "line N" is often wrong (see syntaxErrorLine):
-				// keep it out of the message, the record has the right one.
-				msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
-				msg = strings.TrimPrefix(msg, ": ")
-				return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: errors.New("invalid YAML: " + msg)}
-			}
-			if rej := add(&doc); rej != nil {
-				return nil, rej
-			}
-		}
-	}
-
-	out := &parsedFile{services: make([]parsedService, 0, len(nodes))}
-	firstLine := make(map[model.ServiceKey]int, len(nodes))
 	in := newInterner(len(data))
-	for i, n := range nodes {
-		// Each service's part of the YAML tree is garbage once parsed:
-		// let it go now rather than with the whole file.
-		nodes[i] = nil
+	var out *parsedFile
+	var firstLine map[model.ServiceKey]int
+	begin := func() {
+		out = &parsedFile{}
+		firstLine = map[model.ServiceKey]int{}
+	}
+	// service parses one item of a services list, in file order.
+	service := func(n *yaml.Node) {
 		svc, err := parseService(n, defaultNamespace, in)
 		if err == nil {
 			if prev, dup := firstLine[svc.Key()]; dup {
@@ -255,10 +220,52 @@ func parseFileIn(arena *nodeArena, path string, data []byte, defaultNamespace st
 				key:       key,
 				known:     known,
 			})
-			continue
+			return
 		}
 		firstLine[svc.Key()] = n.Line
 		out.services = append(out.services, parsedService{svc: svc, line: n.Line})
+	}
+	// document parses the services a document still holds (those fastStream did not hand to
+	// service as it parsed them); a document of the wrong shape rejects the file.
+	var rej *rejection
+	document := func(doc *yaml.Node) bool {
+		items, err := servicesOf(doc)
+		if err != nil {
+			rej = &rejection{path: path, line: lineOf(err, 1), err: err}
+			return false
+		}
+		for _, n := range items {
+			service(n)
+		}
+		return true
+	}
+
+	begin()
+	if fastStream(data, arena, service, document) {
+		if rej != nil {
+			return nil, rej
+		}
+		return out, nil
+	}
+	// Outside the fast path's subset, yaml.v3 reads the file, from the start.
+	begin()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			// yaml.v3's own "line N" is often wrong (see syntaxErrorLine):
+			// keep it out of the message, the record has the right one.
+			msg := strings.TrimPrefix(yamlLine.ReplaceAllString(err.Error(), ""), "yaml: ")
+			msg = strings.TrimPrefix(msg, ": ")
+			return nil, &rejection{path: path, line: syntaxErrorLine(data, err), err: errors.New("invalid YAML: " + msg)}
+		}
+		if !document(&doc) {
+			return nil, rej
+		}
 	}
 	return out, nil
 }

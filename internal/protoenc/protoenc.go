@@ -36,10 +36,19 @@ const (
 // Appended to the encoding of a ServiceEntry without endpoints, the two are the whole
 // ServiceEntry (protobuf concatenates repeated fields), as proto would write it.
 func AppendEndpoints(b []byte, endpoints []*networking.WorkloadEntry) []byte {
+	// Grow b once: appending endpoint by endpoint copied a large service's bytes over and
+	// over, each time into fresh memory.
+	sizes := make([]int, len(endpoints))
+	total := 0
+	for i, we := range endpoints {
+		sizes[i] = sizeWorkloadEntry(we)
+		total += sizeMessage(serviceEntryEndpoints, sizes[i])
+	}
+	b = slices.Grow(b, total)
 	var keys []string // scratch space for sorting map keys, shared by the endpoints
-	for _, we := range endpoints {
+	for i, we := range endpoints {
 		b = protowire.AppendTag(b, serviceEntryEndpoints, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(sizeWorkloadEntry(we)))
+		b = protowire.AppendVarint(b, uint64(sizes[i]))
 		b, keys = appendWorkloadEntry(b, we, keys)
 	}
 	return b
@@ -47,7 +56,7 @@ func AppendEndpoints(b []byte, endpoints []*networking.WorkloadEntry) []byte {
 
 // AppendWorkloadEntry appends the encoding of we.
 func AppendWorkloadEntry(b []byte, we *networking.WorkloadEntry) []byte {
-	b, _ = appendWorkloadEntry(b, we, nil)
+	b, _ = appendWorkloadEntry(slices.Grow(b, sizeWorkloadEntry(we)), we, nil)
 	return b
 }
 
