@@ -5,8 +5,8 @@ import (
 )
 
 // BenchmarkParseGenerated parses the load tool's registry (10,000 services x 10 instances, 21
-// files, 12 MB): the part of galleon-file's start that reads the directory. -cpu 1,2
-// shows what parsing the files in parallel gives.
+// files, 12 MB) on parsePool's goroutines: the part of galleon-file's start that reads the
+// directory. -cpu 1,2 shows what parsing the files in parallel gives.
 func BenchmarkParseGenerated(b *testing.B) {
 	var names []string
 	var files [][]byte
@@ -22,7 +22,11 @@ func BenchmarkParseGenerated(b *testing.B) {
 		for i := range files {
 			jobs[i] = fileParse{path: names[i], data: files[i]}
 		}
-		parseFiles(jobs, "default")
+		pool := parsePool{namespace: "default"}
+		for i := range jobs {
+			pool.add(&jobs[i])
+		}
+		pool.wait()
 		services := 0
 		for _, j := range jobs {
 			if j.rej != nil {

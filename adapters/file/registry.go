@@ -691,15 +691,6 @@ func (p *parsePool) wait() {
 // ahead that far (parseBatchBytes bounds their bytes).
 const parsePoolQueue = 64
 
-// parseFiles parses files on the pool's goroutines, all done when it returns.
-func parseFiles(files []fileParse, namespace string) {
-	pool := parsePool{namespace: namespace}
-	for i := range files {
-		pool.add(&files[i])
-	}
-	pool.wait()
-}
-
 // openFile opens a registry file for reading if it is a regular file of at
 // most Config.MaxFileSize bytes. A named pipe, a device or a socket is
 // refused without blocking: O_NONBLOCK makes opening a FIFO return at once

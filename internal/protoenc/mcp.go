@@ -57,8 +57,8 @@ func (r *MCPResource) Append(b []byte, keys []string) ([]byte, []string) {
 		b = protowire.AppendVarint(b, uint64(n))
 	}
 	b = appendString(b, metadataVersion, r.Version)
-	b, keys = AppendStringMap(b, metadataLabels, r.Labels, keys)
-	b, keys = AppendStringMap(b, metadataAnnotations, r.Annotations, keys)
+	b, keys = appendStringMap(b, metadataLabels, r.Labels, keys)
+	b, keys = appendStringMap(b, metadataAnnotations, r.Annotations, keys)
 
 	b = protowire.AppendTag(b, resourceBody, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(r.bodySize()))
@@ -74,8 +74,8 @@ func (r *MCPResource) metadataSize() int {
 	return sizeString(metadataName, r.Name) +
 		sizeMessage(metadataCreateTime, r.timestampSize()) +
 		sizeString(metadataVersion, r.Version) +
-		SizeStringMap(metadataLabels, r.Labels) +
-		SizeStringMap(metadataAnnotations, r.Annotations)
+		sizeStringMap(metadataLabels, r.Labels) +
+		sizeStringMap(metadataAnnotations, r.Annotations)
 }
 
 func (r *MCPResource) timestampSize() int {

@@ -75,7 +75,7 @@ func appendWorkloadEntry(b []byte, we *networking.WorkloadEntry, keys []string) 
 		b = protowire.AppendTag(b, mapEntryValue, protowire.VarintType)
 		b = protowire.AppendVarint(b, uint64(v))
 	}
-	b, keys = AppendStringMap(b, workloadEntryLabels, we.Labels, keys)
+	b, keys = appendStringMap(b, workloadEntryLabels, we.Labels, keys)
 	b = appendString(b, workloadEntryNetwork, we.Network)
 	b = appendString(b, workloadEntryLocality, we.Locality)
 	if we.Weight != 0 {
@@ -94,7 +94,7 @@ func sizeWorkloadEntry(we *networking.WorkloadEntry) int {
 	for k, v := range we.Ports {
 		n += sizeMessage(workloadEntryPorts, sizeUint32Entry(k, v))
 	}
-	n += SizeStringMap(workloadEntryLabels, we.Labels)
+	n += sizeStringMap(workloadEntryLabels, we.Labels)
 	n += sizeString(workloadEntryNetwork, we.Network)
 	n += sizeString(workloadEntryLocality, we.Locality)
 	if we.Weight != 0 {
@@ -104,10 +104,10 @@ func sizeWorkloadEntry(we *networking.WorkloadEntry) int {
 	return n
 }
 
-// AppendStringMap appends the entries of a map<string, string> field, in key order as
+// appendStringMap appends the entries of a map<string, string> field, in key order as
 // deterministic marshalling writes them: each an entry message with its key and value, both
 // written even when empty. keys is scratch space, returned for reuse.
-func AppendStringMap(b []byte, field protowire.Number, m map[string]string, keys []string) ([]byte, []string) {
+func appendStringMap(b []byte, field protowire.Number, m map[string]string, keys []string) ([]byte, []string) {
 	keys = sortedKeys(m, keys)
 	for _, k := range keys {
 		v := m[k]
@@ -121,8 +121,8 @@ func AppendStringMap(b []byte, field protowire.Number, m map[string]string, keys
 	return b, keys
 }
 
-// SizeStringMap is the size of what AppendStringMap appends.
-func SizeStringMap(field protowire.Number, m map[string]string) int {
+// sizeStringMap is the size of what appendStringMap appends.
+func sizeStringMap(field protowire.Number, m map[string]string) int {
 	n := 0
 	for k, v := range m {
 		n += sizeMessage(field, sizeStringEntry(k, v))
