@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Helpers the benchmark scripts share (scripts/bench-eureka.sh, scripts/bench-zookeeper.sh,
-# scripts/bench-peer.sh, scripts/bench-start.sh), sourced by them: output, time, /proc, starting
+# scripts/bench-peer.sh, scripts/bench-start.sh, scripts/bench-sync-floor.sh), sourced by them: output, time, /proc, starting
 # and stopping processes, arguments, the report of an exit, and scripts/proc-lib.sh's processes
 # and ports. fail and exit_report read
 # the sourcing script's PROG, STEP and LOG_DIR; fail sets FAILED; step sets STEP; row appends to ROWS.
@@ -37,6 +37,24 @@ fail() {
 		printf '%s: FAILED: %s\n' "$PROG" "$*" >&2
 	fi
 	exit 1
+}
+
+# ms DURATION: a Go duration in milliseconds, two decimals. galleon-load prints one unit below a
+# minute (30.249ms, 1.5s, 850µs), parsed here: dur_s keeps three decimals of a second, too few for
+# the Delta figures, and is used for the rest (1m2.5s).
+ms() {
+	local f
+	if [[ $1 =~ ^([0-9.]+)(ns|us|µs|ms|s)$ ]]; then
+		case ${BASH_REMATCH[2]} in
+		ns) f=1e-6 ;;
+		us | µs) f=1e-3 ;;
+		ms) f=1 ;;
+		s) f=1e3 ;;
+		esac
+		awk -v v="${BASH_REMATCH[1]}" -v f="$f" 'BEGIN { printf "%.2f\n", v * f }'
+	else
+		awk -v s="$(dur_s "$1")" 'BEGIN { printf "%.2f\n", s * 1000 }'
+	fi
 }
 
 loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }

@@ -90,24 +90,6 @@ USED_PORTS=' '
 
 http_ok() { curl -fsS -o /dev/null --max-time 2 "http://$1$2" 2>/dev/null; }
 
-# ms DURATION: a Go duration in milliseconds, two decimals. galleon-load prints one unit below a
-# minute (30.249ms, 1.5s, 850µs), parsed here: dur_s keeps three decimals of a second, too few for
-# the Delta figures, and is used for the rest (1m2.5s).
-ms() {
-	local f
-	if [[ $1 =~ ^([0-9.]+)(ns|us|µs|ms|s)$ ]]; then
-		case ${BASH_REMATCH[2]} in
-		ns) f=1e-6 ;;
-		us | µs) f=1e-3 ;;
-		ms) f=1 ;;
-		s) f=1e3 ;;
-		esac
-		awk -v v="${BASH_REMATCH[1]}" -v f="$f" 'BEGIN { printf "%.2f\n", v * f }'
-	else
-		awk -v s="$(dur_s "$1")" 'BEGIN { printf "%.2f\n", s * 1000 }'
-	fi
-}
-
 # ---------------------------------------------------------------------------------------------
 
 SCRIPT_START=$(now)

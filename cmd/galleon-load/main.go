@@ -42,6 +42,14 @@
 //	galleon-load run --addr 127.0.0.1:16010 --eureka-url http://127.0.0.1:8761/eureka --sinks 10 --protocol delta \
 //	  --changes 50 --interval-jitter 10s --metrics http://127.0.0.1:16014/metrics
 //
+// galleon-load floor is a null source in a process of its own: it copies a running source's
+// first SotW and Delta responses once and answers every subscription with them, so that run
+// against it measures the floor of an initial sync across processes
+// (scripts/bench-sync-floor.sh):
+//
+//	galleon-load floor --from 127.0.0.1:16010 --listen 127.0.0.1:16020 &
+//	galleon-load run --addr 127.0.0.1:16020 --sinks 10 --protocol delta
+//
 // galleon-load attack runs hostile clients against a source for a while
 // (run it beside galleon-load run to see what they cost the sinks):
 //
@@ -52,6 +60,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -170,6 +179,25 @@ func main() {
 			fail(err.Error())
 		}
 		fmt.Print(rep.String())
+	case "floor":
+		fs := flag.NewFlagSet("floor", flag.ExitOnError)
+		from := fs.String("from", "127.0.0.1:16010", "the source whose first SotW and Delta responses are copied")
+		listen := fs.String("listen", "127.0.0.1:16020", "the address to serve the copies on")
+		typeURL := fs.String("type", "networking.istio.io/v1/ServiceEntry", "type URL to copy")
+		_ = fs.Parse(os.Args[2:])
+		floor, err := loadtest.CopyFloor(ctx, *from, *typeURL)
+		if err != nil {
+			fail("floor: copy the responses of " + *from + ": " + err.Error())
+		}
+		l, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fail("floor: " + err.Error())
+		}
+		sotw, delta := floor.Sizes()
+		fmt.Printf("serving the floor on %s: SotW response %d bytes, Delta response %d bytes, copied from %s\n", l.Addr(), sotw, delta, *from)
+		if err := floor.Serve(ctx, l); err != nil {
+			fail("floor: " + err.Error())
+		}
 	case "attack":
 		fs := flag.NewFlagSet("attack", flag.ExitOnError)
 		addr := fs.String("addr", "127.0.0.1:16010", "the source's gRPC address")
@@ -190,7 +218,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|eureka-generate|run|attack [flags]   (galleon-load run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|eureka-generate|run|floor|attack [flags]   (galleon-load run -h for the flags)")
 	os.Exit(2)
 }
 

@@ -2,6 +2,7 @@ package loadtest_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -90,5 +91,53 @@ func TestAttackEndsOnTheSourcesBounds(t *testing.T) {
 	ended := stats.Ended()
 	if ended["ResourceExhausted"] < 4 || ended["by the attacker"] < 2 || len(ended) != 2 {
 		t.Fatalf("attacking streams ended %v, want only ResourceExhausted (at least 4) and by the attacker (at least 2)", ended)
+	}
+}
+
+// TestFloorServesTheSourcesBytes copies galleon-file's first responses with CopyFloor and
+// syncs sinks from the floor: each gets the source's version, in as many bytes as from the
+// source itself.
+func TestFloorServesTheSourcesBytes(t *testing.T) {
+	dir := t.TempDir()
+	listen, _ := startGalleonFile(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var floor *loadtest.Floor
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if floor, err = loadtest.CopyFloor(ctx, listen, "networking.istio.io/v1/ServiceEntry"); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // the daemon is still starting
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- floor.Serve(ctx, l) }()
+	sotwSize, deltaSize := floor.Sizes()
+	for _, tc := range []struct {
+		protocol string
+		size     int
+	}{{"sotw", sotwSize}, {"delta", deltaSize}} {
+		fromSource, err := loadtest.Run(ctx, loadtest.RunConfig{Addr: listen, Sinks: 2, Protocol: tc.protocol, TypeURL: "networking.istio.io/v1/ServiceEntry", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("%s from the source: %v", tc.protocol, err)
+		}
+		fromFloor, err := loadtest.Run(ctx, loadtest.RunConfig{Addr: l.Addr().String(), Sinks: 3, Protocol: tc.protocol, TypeURL: "networking.istio.io/v1/ServiceEntry", Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("%s from the floor: %v", tc.protocol, err)
+		}
+		if fromFloor.SyncBytes != fromSource.SyncBytes || fromFloor.SyncBytes != tc.size {
+			t.Errorf("%s: the floor synced %d bytes a sink, the source %d, the copy is %d", tc.protocol, fromFloor.SyncBytes, fromSource.SyncBytes, tc.size)
+		}
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 }
