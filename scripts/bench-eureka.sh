@@ -278,10 +278,7 @@ ROWS=()
 SCRIPT_START=$(now)
 LOAD_START=$(loadavg)
 NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-COMMIT=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ $COMMIT != unknown && -n "$(git -C "$REPO_DIR" status --porcelain 2>/dev/null)" ]]; then
-	COMMIT+=+dirty
-fi
+COMMIT=$(commit_of "$REPO_DIR")
 say "$PROG: $APPS applications x $INSTANCES instances, $CHURN% churn per $POLL poll, $POLLS polls a window, $SINKS $PROTOCOL sinks, $CHANGES changes, leases $LEASE${GALLEON_ARGS:+, galleon-eureka $GALLEON_ARGS}"
 say "commit $COMMIT, $NPROC CPUs, load average $LOAD_START, $(date -u '+%Y-%m-%d %H:%M UTC')"
 

@@ -57,6 +57,18 @@ ms() {
 	fi
 }
 
+# commit_of DIR: the short commit of DIR's git checkout, with "+dirty" when it has changes;
+# "unknown" outside a checkout.
+commit_of() {
+	local commit
+	commit=$(git -C "$1" rev-parse --short HEAD 2>/dev/null) || {
+		echo unknown
+		return
+	}
+	[[ -n "$(git -C "$1" status --porcelain 2>/dev/null)" ]] && commit+=+dirty
+	printf '%s\n' "$commit"
+}
+
 loadavg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
 
 # mib KB: kB as MiB, one decimal.
@@ -145,15 +157,19 @@ no_args() {
 	esac
 }
 
-# exit_one_server: the EXIT trap of a script that runs one server at a time (SERVER_PID) and keeps
-# its files in TMP_DIR. It reports the exit (exit_report), stops the server, removes TMP_DIR (after
+# exit_one_server: the EXIT trap of a script that runs one server at a time (SERVER_PID; or a few,
+# their pids separated by spaces) and keeps its files in TMP_DIR. It reports the exit
+# (exit_report), stops the servers, removes TMP_DIR (after
 # a failure only its large bin/ and registry/: the logs stay for the failure line to point at),
 # and exits with the script's code. Install it with: trap exit_one_server EXIT; trap_signals
 exit_one_server() {
 	local code=$? interrupted=0
 	trap - EXIT INT TERM HUP
 	exit_report "$code" && interrupted=1
-	stop "$SERVER_PID"
+	local pid
+	for pid in $SERVER_PID; do
+		stop "$pid"
+	done
 	if [[ -n "$TMP_DIR" ]]; then
 		if ((code == 0 || interrupted)); then
 			rm -rf "$TMP_DIR"

@@ -95,10 +95,7 @@ http_ok() { curl -fsS -o /dev/null --max-time 2 "http://$1$2" 2>/dev/null; }
 SCRIPT_START=$(now)
 LOAD_START=$(loadavg)
 NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-COMMIT=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ $COMMIT != unknown && -n "$(git -C "$REPO_DIR" status --porcelain 2>/dev/null)" ]]; then
-	COMMIT+=+dirty
-fi
+COMMIT=$(commit_of "$REPO_DIR")
 SERVER_PIN=() LOAD_PIN=()
 if [[ $PIN != 0 ]] && have taskset && ((NPROC >= 2)); then
 	SERVER_PIN=(taskset -c 0)

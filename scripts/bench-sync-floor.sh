@@ -41,7 +41,7 @@ PIN=${PIN:-auto}
 
 STEP=start
 FAILED=0
-TMP_DIR='' LOG_DIR='' FILE_PID='' FLOOR_PID=''
+TMP_DIR='' LOG_DIR='' SERVER_PID='' FILE_PID='' FLOOR_PID=''
 
 for v in SERVICES INSTANCES SINKS RUNS; do
 	[[ "${!v}" =~ ^[1-9][0-9]*$ ]] || fail "$v=${!v}: want a whole number >= 1"
@@ -55,22 +55,7 @@ for tool in go awk sed; do
 	have "$tool" || fail "$tool is not on PATH"
 done
 
-on_exit() {
-	local code=$? interrupted=0
-	trap - EXIT INT TERM HUP
-	exit_report "$code" && interrupted=1
-	stop "$FLOOR_PID"
-	stop "$FILE_PID"
-	if [[ -n "$TMP_DIR" ]]; then
-		if ((code == 0 || interrupted)); then
-			rm -rf "$TMP_DIR"
-		else
-			rm -rf "${TMP_DIR:?}/bin" "${TMP_DIR:?}/registry"
-		fi
-	fi
-	exit "$code"
-}
-trap on_exit EXIT
+trap exit_one_server EXIT # SERVER_PID: galleon-file's and the floor's
 trap_signals
 
 NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
@@ -81,10 +66,7 @@ if [[ $PIN != 0 ]] && have taskset && ((NPROC >= 2)); then
 	LOAD_PIN=(taskset -c 1)
 	PINNING="pinned (taskset): galleon-file and the floor on CPU 0, galleon-load's sinks on CPU 1"
 fi
-COMMIT=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [[ $COMMIT != unknown && -n "$(git -C "$REPO_DIR" status --porcelain 2>/dev/null)" ]]; then
-	COMMIT+=+dirty
-fi
+COMMIT=$(commit_of "$REPO_DIR")
 
 TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-sync-floor.XXXXXX")
 LOG_DIR=$TMP_DIR/logs
@@ -115,9 +97,11 @@ step "start galleon-file and the floor"
 FILE_XDS=127.0.0.1:$(free_port)
 spawn FILE_PID "$LOG_DIR/galleon-file.log" . "${SERVER_PIN[@]}" "$BIN_DIR/galleon-file" --dir "$REG_DIR" \
 	--listen "$FILE_XDS" --http "127.0.0.1:$(free_port)" --log-format json
+SERVER_PID=$FILE_PID
 wait_line "$FILE_PID" "$LOG_DIR/galleon-file.log" '"msg":"ready: ' galleon-file
 FLOOR_XDS=127.0.0.1:$(free_port)
 spawn FLOOR_PID "$LOG_DIR/floor.log" . "${SERVER_PIN[@]}" "$BIN_DIR/galleon-load" floor --from "$FILE_XDS" --listen "$FLOOR_XDS"
+SERVER_PID+=" $FLOOR_PID"
 wait_line "$FLOOR_PID" "$LOG_DIR/floor.log" '^serving the floor' "galleon-load floor"
 say "galleon-file on $FILE_XDS; $(cat "$LOG_DIR/floor.log")"
 

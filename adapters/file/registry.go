@@ -122,13 +122,12 @@ const (
 	// (12 MB), far from what a link to /dev/zero would cost.
 	DefaultMaxFileSize = 64 << 20
 
-	// debounceQuiet is how long the directory must stay quiet after an
-	// event before it is re-scanned: one editor save is a burst of events
-	// (create, write, chmod, rename) and should cost one scan.
-	debounceQuiet = 20 * time.Millisecond
-	// debounceMax bounds the wait under a continuous stream of events so
-	// that changes are still picked up while something keeps writing.
-	debounceMax = 250 * time.Millisecond
+	// DefaultScanQuiet is Config.ScanQuiet's default: one editor save is a burst of events
+	// (create, write, chmod, rename) a few milliseconds long, and should cost one scan.
+	DefaultScanQuiet = 20 * time.Millisecond
+	// MaxScanQuiet bounds Config.ScanQuiet: it is also the longest a stream of events may hold
+	// a scan back, so that changes are still picked up while something keeps writing.
+	MaxScanQuiet = 250 * time.Millisecond
 	// retryInterval is how often a missing directory is looked for: one
 	// stat, so often enough that a returning directory is served within a
 	// fraction of a second.
@@ -156,6 +155,13 @@ type Config struct {
 	// mesh. Additions and changes are reported at once. Default
 	// DefaultRemovalDelay.
 	RemovalDelay time.Duration
+	// ScanQuiet is how long the directory must stay quiet after a file-system event before it
+	// is scanned: the events of one save then cost one scan. A scan that finds a file half
+	// written is safe (a removal waits for RemovalDelay, a malformed file keeps its last good
+	// content) but noisy, so lower it only where files change in one step, like a Kubernetes
+	// ConfigMap volume (its ..data link is swapped). Default DefaultScanQuiet, at most
+	// MaxScanQuiet.
+	ScanQuiet time.Duration
 	// StateDir, if set, keeps each file's last good content on disk, so
 	// that a file that is malformed when the adapter restarts still
 	// contributes what it did before (otherwise that lives in memory
@@ -214,6 +220,12 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if cfg.RemovalDelay == 0 {
 		cfg.RemovalDelay = DefaultRemovalDelay
+	}
+	if cfg.ScanQuiet < 0 || cfg.ScanQuiet > MaxScanQuiet {
+		return nil, fmt.Errorf("file registry: ScanQuiet %v is not in 0 to %v: use 0 for the default (%v)", cfg.ScanQuiet, MaxScanQuiet, DefaultScanQuiet)
+	}
+	if cfg.ScanQuiet == 0 {
+		cfg.ScanQuiet = DefaultScanQuiet
 	}
 	if cfg.StateDir != "" {
 		stateDir, err := filepath.Abs(cfg.StateDir)
@@ -314,7 +326,7 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 				s.watched = nil
 			}
 			s.log.Debug("file-system event", "event", ev.String())
-			burstStart = schedule(debounce, burstStart)
+			burstStart = schedule(debounce, burstStart, s.cfg.ScanQuiet)
 
 		case err, ok := <-errs:
 			if !ok {
@@ -324,7 +336,7 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 			// Typically an event-queue overflow: events were lost, so
 			// re-scan to find out what changed.
 			s.log.Warn("file-system watch error; re-scanning", "err", err)
-			burstStart = schedule(debounce, burstStart)
+			burstStart = schedule(debounce, burstStart, s.cfg.ScanQuiet)
 
 		case <-debounce.C:
 			burstStart = time.Time{}
@@ -347,14 +359,15 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 }
 
 // schedule (re)arms the debounce timer for a burst that started at
-// burstStart (zero: this event starts it) and returns the burst start.
-func schedule(t *time.Timer, burstStart time.Time) time.Time {
+// burstStart (zero: this event starts it): quiet from now, but no later than
+// MaxScanQuiet after the burst's start. It returns the burst start.
+func schedule(t *time.Timer, burstStart time.Time, quiet time.Duration) time.Time {
 	now := time.Now()
 	if burstStart.IsZero() {
 		burstStart = now
 	}
-	delay := debounceQuiet
-	if limit := burstStart.Add(debounceMax).Sub(now); delay > limit {
+	delay := quiet
+	if limit := burstStart.Add(MaxScanQuiet).Sub(now); delay > limit {
 		delay = max(limit, 0)
 	}
 	t.Reset(delay)

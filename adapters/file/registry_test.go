@@ -902,6 +902,31 @@ func TestStateDirChecked(t *testing.T) {
 	if _, err := New(Config{Dir: dir, RemovalDelay: -time.Second}); err == nil || !strings.Contains(err.Error(), "RemovalDelay -1s is negative") {
 		t.Errorf("negative RemovalDelay: %v", err)
 	}
+	for _, quiet := range []time.Duration{-time.Millisecond, MaxScanQuiet + time.Millisecond} {
+		if _, err := New(Config{Dir: dir, ScanQuiet: quiet}); err == nil || !strings.Contains(err.Error(), "ScanQuiet "+quiet.String()+" is not in 0 to 250ms") {
+			t.Errorf("ScanQuiet %v: %v", quiet, err)
+		}
+	}
+}
+
+// schedule waits quiet after each event of a burst, but no longer than MaxScanQuiet after the
+// burst's first event.
+func TestScheduleBoundsTheBurst(t *testing.T) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	now := time.Now()
+	if got := schedule(timer, time.Time{}, time.Millisecond); got.Before(now) || got.After(time.Now()) {
+		t.Errorf("a first event starts the burst now, got %v (now %v)", got, now)
+	}
+	start := now.Add(-MaxScanQuiet + 5*time.Millisecond) // the burst's limit is 5 ms away
+	if got := schedule(timer, start, time.Minute); !got.Equal(start) {
+		t.Errorf("a later event keeps the burst's start: got %v, want %v", got, start)
+	}
+	select {
+	case <-timer.C: // within the burst's limit, not after the minute asked
+	case <-time.After(time.Minute / 2):
+		t.Fatal("the timer did not fire by the burst's limit")
+	}
 }
 
 // A directory deleted and recreated at the same path may get the same
