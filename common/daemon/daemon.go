@@ -20,7 +20,6 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +38,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/grpcwire"
 	"github.com/galleon-mesh/galleon/internal/mcp"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/rungroup"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/subset"
 	"github.com/galleon-mesh/galleon/internal/tlsfiles"
@@ -384,20 +384,8 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 8) // one per part at most
-	run := func(name string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && !errors.Is(err, context.Canceled) {
-				errs <- fmt.Errorf("%s: %w", name, err)
-				cancel()
-			}
-		}()
-	}
+	parts, ctx := rungroup.WithContext(ctx)
+	run := parts.Go
 	run("registry", func() error { return reg.Run(ctx, pipe) })
 	run("pipeline", func() error { return pipe.Run(ctx) })
 	run("grpc", func() error { return g.Serve(grpcLis) })
@@ -433,9 +421,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	shutdownCtx, done := context.WithTimeout(context.Background(), o.shutdownGrace)
 	defer done()
 	_ = httpSrv.Shutdown(shutdownCtx)
-	wg.Wait()
-	close(errs)
-	return <-errs // nil when every part stopped cleanly
+	return parts.Wait() // nil when every part stopped cleanly
 }
 
 // followReadiness sets the gRPC health status to SERVING once the first

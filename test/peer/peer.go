@@ -24,6 +24,7 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/rungroup"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/xds"
 )
@@ -136,8 +137,7 @@ func New(cfg Config) (*Peer, error) {
 // (/metrics, /healthz, /readyz) until ctx is done or a part fails, then stops every part and
 // returns. It closes both listeners.
 func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	parts, ctx := rungroup.WithContext(ctx)
 	// galleon-file's own options (codec, keepalive), so that transport settings are not a
 	// difference: the codec passes Galleon's pre-encoded messages through and marshals every
 	// other message, all of go-control-plane's, with the proto codec.
@@ -146,18 +146,7 @@ func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, p.mux, nil))
 	httpSrv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 5) // one per part at most
-	run := func(name string, f func() error) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(); err != nil && !errors.Is(err, context.Canceled) {
-				errs <- fmt.Errorf("%s: %w", name, err)
-				cancel()
-			}
-		}()
-	}
+	run := parts.Go
 	run("registry", func() error { return p.reg.Run(ctx, p.pipe) })
 	run("pipeline", func() error { return p.pipe.Run(ctx) })
 	run("cache", func() error { return p.follow(ctx) })
@@ -189,9 +178,7 @@ func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	_ = httpSrv.Shutdown(shutdownCtx)
-	wg.Wait()
-	close(errs)
-	return <-errs // nil when every part stopped cleanly
+	return parts.Wait() // nil when every part stopped cleanly
 }
 
 // decoded is one served resource as the LinearCache holds it, with the snapshot version it was
