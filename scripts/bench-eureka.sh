@@ -282,11 +282,9 @@ COMMIT=$(commit_of "$REPO_DIR")
 say "$PROG: $APPS applications x $INSTANCES instances, $CHURN% churn per $POLL poll, $POLLS polls a window, $SINKS $PROTOCOL sinks, $CHANGES changes, leases $LEASE${GALLEON_ARGS:+, galleon-eureka $GALLEON_ARGS}"
 say "commit $COMMIT, $NPROC CPUs, load average $LOAD_START, $(date -u '+%Y-%m-%d %H:%M UTC')"
 
-TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-eureka.XXXXXX")
-LOG_DIR=$TMP_DIR/logs
-BIN_DIR=$TMP_DIR/bin
+work_dirs bench-eureka
 POLARIS_DIR=$TMP_DIR/polaris
-mkdir -p "$LOG_DIR" "$BIN_DIR" "$POLARIS_DIR"
+mkdir -p "$POLARIS_DIR"
 
 step "build galleon-eureka and galleon-load"
 t0=$(now)

@@ -4,7 +4,7 @@
 # and stopping processes, arguments, the report of an exit, and scripts/proc-lib.sh's processes
 # and ports. fail and exit_report read
 # the sourcing script's PROG, STEP and LOG_DIR; fail sets FAILED; step sets STEP; row appends to ROWS.
-# shellcheck disable=SC2034 # FAILED, STEP and ROWS are the sourcing script's
+# shellcheck disable=SC2034 # FAILED, STEP, ROWS and the variables pin_sides and work_dirs set are the sourcing script's
 
 # shellcheck source=scripts/proc-lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/proc-lib.sh"
@@ -54,6 +54,32 @@ ms() {
 		awk -v v="${BASH_REMATCH[1]}" -v f="$f" 'BEGIN { printf "%.2f\n", v * f }'
 	else
 		awk -v s="$(dur_s "$1")" 'BEGIN { printf "%.2f\n", s * 1000 }'
+	fi
+}
+
+# work_dirs NAME: makes TMP_DIR, a new directory for this run (removed on exit by
+# exit_one_server), with LOG_DIR ($TMP_DIR/logs) and BIN_DIR ($TMP_DIR/bin) in it.
+work_dirs() {
+	TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-$1.XXXXXX")
+	LOG_DIR=$TMP_DIR/logs
+	BIN_DIR=$TMP_DIR/bin
+	mkdir -p "$LOG_DIR" "$BIN_DIR"
+}
+
+# pin_sides PIN: sets SERVER_PIN and LOAD_PIN, command prefixes that put the servers on CPU 0 and
+# galleon-load (the sinks) on CPU 1 when PIN is not 0 and taskset and 2 or more CPUs are there
+# (both empty otherwise), NPROC, and PINNING, which says what was done, for the report.
+pin_sides() {
+	NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
+	SERVER_PIN=() LOAD_PIN=()
+	if [[ $1 != 0 ]] && have taskset && ((NPROC >= 2)); then
+		SERVER_PIN=(taskset -c 0)
+		LOAD_PIN=(taskset -c 1)
+		PINNING="pinned (taskset): each server on CPU 0, galleon-load and its sinks on CPU 1"
+	elif [[ $1 == 0 ]]; then
+		PINNING="not pinned (PIN=0): servers and sinks share the $NPROC CPUs"
+	else
+		PINNING="not pinned (no taskset, or fewer than 2 CPUs): servers and sinks share the $NPROC CPUs"
 	fi
 }
 
@@ -167,6 +193,7 @@ exit_one_server() {
 	trap - EXIT INT TERM HUP
 	exit_report "$code" && interrupted=1
 	local pid
+	# shellcheck disable=SC2153 # SERVER_PID is the sourcing script's (not SERVER_PIN)
 	for pid in $SERVER_PID; do
 		stop "$pid"
 	done

@@ -94,26 +94,13 @@ http_ok() { curl -fsS -o /dev/null --max-time 2 "http://$1$2" 2>/dev/null; }
 
 SCRIPT_START=$(now)
 LOAD_START=$(loadavg)
-NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
 COMMIT=$(commit_of "$REPO_DIR")
-SERVER_PIN=() LOAD_PIN=()
-if [[ $PIN != 0 ]] && have taskset && ((NPROC >= 2)); then
-	SERVER_PIN=(taskset -c 0)
-	LOAD_PIN=(taskset -c 1)
-	PINNING="pinned (taskset): each server on CPU 0, galleon-load and its sinks on CPU 1"
-elif [[ $PIN == 0 ]]; then
-	PINNING="not pinned (PIN=0): servers and sinks share the $NPROC CPUs"
-else
-	PINNING="not pinned (no taskset, or fewer than 2 CPUs): servers and sinks share the $NPROC CPUs"
-fi
+pin_sides "$PIN"
 say "$PROG: $SERVICES services x $INSTANCES instances, $SINKS sinks, $CHANGES changes (interval $INTERVAL), protocols ${PROTOS[*]}, both servers $DEBOUNCE"
 say "commit $COMMIT, $NPROC CPUs, load average $LOAD_START, $(date -u '+%Y-%m-%d %H:%M UTC'); $PINNING"
 
-TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-peer.XXXXXX")
-LOG_DIR=$TMP_DIR/logs
-BIN_DIR=$TMP_DIR/bin
+work_dirs bench-peer
 REG_DIR=$TMP_DIR/registry
-mkdir -p "$LOG_DIR" "$BIN_DIR"
 
 step "build galleon-file, galleon-load and galleon-peer (test/peer, go-control-plane v0.14.0)"
 t0=$(now)

@@ -69,11 +69,9 @@ fi
 trap exit_one_server EXIT
 trap_signals
 
-TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-start.XXXXXX")
-LOG_DIR=$TMP_DIR/logs
-BIN_DIR=$TMP_DIR/bin
+work_dirs bench-start
 REG_DIR=$TMP_DIR/registry
-mkdir -p "$LOG_DIR" "$BIN_DIR" "$REG_DIR"
+mkdir -p "$REG_DIR"
 
 step "build and generate"
 (cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-load) >"$LOG_DIR/build.log" 2>&1 ||

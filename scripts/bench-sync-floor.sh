@@ -58,21 +58,11 @@ done
 trap exit_one_server EXIT # SERVER_PID: galleon-file's and the floor's
 trap_signals
 
-NPROC=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-SERVER_PIN=() LOAD_PIN=()
-PINNING="not pinned: servers and sinks share the $NPROC CPUs"
-if [[ $PIN != 0 ]] && have taskset && ((NPROC >= 2)); then
-	SERVER_PIN=(taskset -c 0)
-	LOAD_PIN=(taskset -c 1)
-	PINNING="pinned (taskset): galleon-file and the floor on CPU 0, galleon-load's sinks on CPU 1"
-fi
+pin_sides "$PIN" # galleon-file and the floor are the servers
 COMMIT=$(commit_of "$REPO_DIR")
 
-TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-sync-floor.XXXXXX")
-LOG_DIR=$TMP_DIR/logs
-BIN_DIR=$TMP_DIR/bin
+work_dirs bench-sync-floor
 REG_DIR=$TMP_DIR/registry
-mkdir -p "$LOG_DIR" "$BIN_DIR"
 
 step "build and generate"
 (cd "$REPO_DIR" && go build -o "$BIN_DIR/" ./cmd/galleon-file ./cmd/galleon-load) >"$LOG_DIR/build.log" 2>&1 ||

@@ -200,11 +200,9 @@ COMMIT=$(commit_of "$REPO_DIR")
 say "$PROG: $SERVICES services x $INSTANCES instances ($LAYOUT layout), $SINKS sinks, $CHANGES changes (interval $INTERVAL)${GALLEON_ARGS:+, galleon-zookeeper $GALLEON_ARGS}"
 say "commit $COMMIT, $NPROC CPUs, load average $LOAD_START, $(date -u '+%Y-%m-%d %H:%M UTC')"
 
-TMP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/galleon-bench-zk.XXXXXX")
-LOG_DIR=$TMP_DIR/logs
-BIN_DIR=$TMP_DIR/bin
+work_dirs bench-zk
 ZK_DIR=$TMP_DIR/zookeeper
-mkdir -p "$LOG_DIR" "$BIN_DIR" "$ZK_DIR/data"
+mkdir -p "$ZK_DIR/data"
 ZK_LOG=$LOG_DIR/zookeeper.log
 GZK_LOG=$LOG_DIR/galleon-zookeeper.log
 

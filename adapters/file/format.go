@@ -448,7 +448,8 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string, in *interne
 }
 
 // instanceIDs finds an instance ID used twice in a service. A service of a few instances is
-// searched, not indexed: a map per service was 5% of a start's CPU (10,000 services of 10).
+// searched, not indexed: a map per service was about 2% of a start's CPU (10,000 services of
+// 10 instances; 90 of 3,950 ms over three profiled starts).
 type instanceIDs struct {
 	index map[string]int // nil until the service has instanceIDsIndexed instances
 }

@@ -385,21 +385,20 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
 
 	parts, ctx := rungroup.WithContext(ctx)
-	run := parts.Go
-	run("registry", func() error { return reg.Run(ctx, pipe) })
-	run("pipeline", func() error { return pipe.Run(ctx) })
-	run("grpc", func() error { return g.Serve(grpcLis) })
-	run("http", func() error {
+	parts.Go("registry", func() error { return reg.Run(ctx, pipe) })
+	parts.Go("pipeline", func() error { return pipe.Run(ctx) })
+	parts.Go("grpc", func() error { return g.Serve(grpcLis) })
+	parts.Go("http", func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
 		return nil
 	})
-	run("health", func() error { return followReadiness(ctx, store, healthSrv, log) })
+	parts.Go("health", func() error { return followReadiness(ctx, store, healthSrv, log) })
 	if o.calloutAddr != "" {
 		log.Info("legacy MCP callout", "sink", o.calloutAddr, "tls", o.calloutTLS != nil,
 			"mtls", o.calloutTLS != nil && len(o.calloutTLS.Certificates) > 0)
-		run("mcp-callout", func() error {
+		parts.Go("mcp-callout", func() error {
 			return mcpSrv.RunCallout(ctx, mcp.CalloutConfig{Address: o.calloutAddr, TLS: o.calloutTLS, Logger: log})
 		})
 	}

@@ -9,7 +9,6 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -32,9 +31,7 @@ type Floor struct {
 // CopyFloor subscribes to typeURL at the source at addr, on SotW and on Delta (wildcard), and
 // keeps each first response as it came.
 func CopyFloor(ctx context.Context, addr, typeURL string) (*Floor, error) {
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(rawCodec{encoding.GetCodecV2(grpcproto.Name)})))
+	conn, err := dialWith(addr, rawCodec{encoding.GetCodecV2(grpcproto.Name)})
 	if err != nil {
 		return nil, err
 	}

@@ -130,9 +130,14 @@ func (s *Sink) waitFor(ctx context.Context, done func() (Arrival, bool)) (Arriva
 func (s *Sink) Close() error { return s.conn.Close() }
 
 func dial(addr string) (*grpc.ClientConn, error) {
+	return dialWith(addr, headerCodec{encoding.GetCodecV2(grpcproto.Name)})
+}
+
+// dialWith is dial with codec in place of the header codec.
+func dialWith(addr string, codec encoding.CodecV2) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(headerCodec{encoding.GetCodecV2(grpcproto.Name)})),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(codec)),
 		// The window sizes istiod uses for config sources.
 		grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
 }

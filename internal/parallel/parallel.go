@@ -13,19 +13,10 @@ import (
 // below it, starting goroutines costs more than it saves and fn runs on the caller's
 // goroutine in order. fn must be safe to call concurrently for distinct i.
 func For(n, minParallel int, fn func(i int)) {
-	ForEachWorker(n, minParallel, func() func(i int) { return fn })
-}
-
-// ForEachWorker is For where each goroutine first calls newWorker for its own fn, which
-// can then keep scratch space (a buffer, an arena) across the pieces it runs.
-func ForEachWorker(n, minParallel int, newWorker func() func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if n < minParallel || workers <= 1 {
-		if n > 0 {
-			fn := newWorker()
-			for i := range n {
-				fn(i)
-			}
+		for i := range n {
+			fn(i)
 		}
 		return
 	}
@@ -33,7 +24,6 @@ func ForEachWorker(n, minParallel int, newWorker func() func(i int)) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			fn := newWorker()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				fn(i)
 			}

@@ -41,8 +41,9 @@ func (r *MCPResource) Size() int {
 	return sizeMessage(resourceMetadata, meta) + sizeMessage(resourceBody, r.bodySize())
 }
 
-// Append appends r's encoding to b. keys is scratch space, returned for reuse.
-func (r *MCPResource) Append(b []byte, keys []string) ([]byte, []string) {
+// Append appends r's encoding to b.
+func (r *MCPResource) Append(b []byte) []byte {
+	var keys []string // scratch space for sorting the maps' keys
 	b = protowire.AppendTag(b, resourceMetadata, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(r.metadataSize()))
 	b = appendString(b, metadataName, r.Name)
@@ -58,7 +59,7 @@ func (r *MCPResource) Append(b []byte, keys []string) ([]byte, []string) {
 	}
 	b = appendString(b, metadataVersion, r.Version)
 	b, keys = appendStringMap(b, metadataLabels, r.Labels, keys)
-	b, keys = appendStringMap(b, metadataAnnotations, r.Annotations, keys)
+	b, _ = appendStringMap(b, metadataAnnotations, r.Annotations, keys)
 
 	b = protowire.AppendTag(b, resourceBody, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(r.bodySize()))
@@ -67,7 +68,7 @@ func (r *MCPResource) Append(b []byte, keys []string) ([]byte, []string) {
 		b = protowire.AppendTag(b, anyValue, protowire.BytesType)
 		b = protowire.AppendBytes(b, r.Body)
 	}
-	return b, keys
+	return b
 }
 
 func (r *MCPResource) metadataSize() int {

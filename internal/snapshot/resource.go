@@ -161,7 +161,7 @@ func newResource(obj *Object, createTime time.Time) *Resource {
 	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
 	entry = protowire.AppendVarint(entry, uint64(mcpLen))
 	r.mcpStart = len(entry)
-	r.entry, _ = res.Append(entry, nil)
+	r.entry = res.Append(entry)
 
 	// Resource{version = 1, name = 3, resource = 2}: field order on the wire
 	// is free, so the Any goes last and is shared.

@@ -146,11 +146,10 @@ func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, p.mux, nil))
 	httpSrv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
 
-	run := parts.Go
-	run("registry", func() error { return p.reg.Run(ctx, p.pipe) })
-	run("pipeline", func() error { return p.pipe.Run(ctx) })
-	run("cache", func() error { return p.follow(ctx) })
-	run("grpc", func() error {
+	parts.Go("registry", func() error { return p.reg.Run(ctx, p.pipe) })
+	parts.Go("pipeline", func() error { return p.pipe.Run(ctx) })
+	parts.Go("cache", func() error { return p.follow(ctx) })
+	parts.Go("grpc", func() error {
 		// Not before the first full set: an empty LinearCache would answer a sink's first
 		// request with no resources, where galleon-file holds every answer back until the
 		// registry was listed.
@@ -165,7 +164,7 @@ func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
 		}
 		return nil
 	})
-	run("http", func() error {
+	parts.Go("http", func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
 		}
