@@ -42,6 +42,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/subset"
 	"github.com/galleon-mesh/galleon/internal/tlsfiles"
+	"github.com/galleon-mesh/galleon/internal/vip"
 	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
@@ -95,6 +96,11 @@ type options struct {
 	subsets        string
 	rules          subset.Rules // read from the subsets file at start
 
+	// Addresses for hosts the registry gives none (internal/vip).
+	vipAllocate bool
+	vipRanges   []string
+	vipExclude  []string
+
 	// Legacy MCP callout: dial a sink's ResourceSink server.
 	calloutAddr       string
 	calloutCA         string
@@ -123,6 +129,9 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
+	fs.BoolVar(&o.vipAllocate, "vip-allocate", true, "give every served host that has no address from the registry one from --vip-ranges, the same in every replica and across restarts, so that its TCP ports get a listener of their own in each sidecar and DNS capture answers it (docs/vips.md); false: serve only the registry's addresses")
+	fs.StringSliceVar(&o.vipRanges, "vip-ranges", vip.DefaultRanges, "CIDR blocks allocated addresses come from: one IPv4 and, for dual-stack meshes, one IPv6; must not overlap any real network of the mesh")
+	fs.StringSliceVar(&o.vipExclude, "vip-exclude", vip.DefaultExclude, "CIDR blocks never allocated: istiod's own auto-allocation prefixes (PILOT_IP_AUTOALLOCATE_IPV4_PREFIX, _IPV6_PREFIX) by default; change it with them")
 	fs.StringVar(&o.calloutAddr, "mcp-callout", "", "legacy MCP callout: host:port of a sink's istio.mcp.v1alpha1 ResourceSink server to dial and serve (for sinks that cannot reach this process); empty: off")
 	fs.StringVar(&o.calloutCA, "mcp-callout-ca", "", "PEM CA bundle that verifies the callout sink's certificate; turns TLS on (default roots: the system's)")
 	fs.StringVar(&o.calloutCert, "mcp-callout-cert", "", "PEM client certificate for mutual TLS to the callout sink (with --mcp-callout-key)")
@@ -157,8 +166,43 @@ func (o *options) check() error {
 	if o.quiet <= 0 || o.maxDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--debounce-quiet and --debounce-max must be positive durations such as 100ms"))
 	}
-	errs = append(errs, o.checkCallout(), o.checkListenerTLS())
+	_, err := o.addresses()
+	errs = append(errs, err, o.checkCallout(), o.checkListenerTLS())
 	return errors.Join(errs...)
+}
+
+// vipRangesLog says where allocated addresses come from, for the start
+// log line.
+func vipRangesLog(a *vip.Allocator) string {
+	if a == nil {
+		return "off"
+	}
+	var out []string
+	for _, p := range a.Pools() {
+		out = append(out, p.Prefix().String())
+	}
+	return strings.Join(out, ",")
+}
+
+// addresses returns a new allocator for --vip-ranges, nil with
+// --vip-allocate=false.
+func (o *options) addresses() (*vip.Allocator, error) {
+	if !o.vipAllocate {
+		return nil, nil
+	}
+	ranges, err := vip.ParsePrefixes(o.vipRanges)
+	if err != nil {
+		return nil, fmt.Errorf("--vip-ranges: %w", err)
+	}
+	exclude, err := vip.ParsePrefixes(o.vipExclude)
+	if err != nil {
+		return nil, fmt.Errorf("--vip-exclude: %w", err)
+	}
+	a, err := vip.New(ranges, exclude)
+	if err != nil {
+		return nil, fmt.Errorf("--vip-ranges: %w (or --vip-allocate=false)", err)
+	}
+	return a, nil
 }
 
 // checkCallout checks the callout flags and reads their files, so that a
@@ -336,7 +380,12 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	if o.output == "workloadentry" {
 		mode = convert.ModeWorkloadEntry
 	}
+	vips, err := o.addresses() // checked at start
+	if err != nil {
+		return err
+	}
 	pipe := pipeline.New(store, pipeline.Config{
+		VIPs:       vips,
 		Registry:   spec.Registry,
 		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold},
 		Quiet:      o.quiet,
@@ -382,7 +431,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, subsets, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
-		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay)
+		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(vips))
 
 	parts, ctx := rungroup.WithContext(ctx)
 	parts.Go("registry", func() error { return reg.Run(ctx, pipe) })

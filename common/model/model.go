@@ -115,7 +115,10 @@ type Service struct {
 	Name      string
 	// Hosts are the names clients use. At least one is required.
 	Hosts []string
-	// Addresses are optional virtual IPs or CIDRs for the hosts.
+	// Addresses are optional virtual IPs or CIDRs for the hosts. When the
+	// registry gives none, the core allocates one per host
+	// (--vip-allocate, docs/vips.md): leave it empty unless the registry
+	// really has an address for the service.
 	Addresses []string
 	// Ports the service exposes.
 	Ports []Port

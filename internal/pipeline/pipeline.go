@@ -31,6 +31,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/protoenc"
 	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/vip"
 )
 
 // Config tunes a Pipeline.
@@ -48,6 +49,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// Registerer receives the pipeline's metrics; nil keeps them unregistered.
 	Registerer prometheus.Registerer
+	// VIPs, when set, gives every service that needs one an address (see
+	// addressHost); the pipeline owns it from then on. Nil: services are
+	// served with the addresses the registry gives, or none.
+	VIPs *vip.Allocator
 	// Applied, when set, is called after each flush that published a new,
 	// ready snapshot, with its sequence and when the oldest report it holds
 	// came in: what the change -> every sink ACKed latency is measured
@@ -99,6 +104,11 @@ type Pipeline struct {
 	served map[model.ServiceKey]*servedService
 	owners map[resourceKey]model.ServiceKey
 	synced bool
+	// addressed is the host each reported service holds an allocated
+	// address for, and users the services holding each such host: a host
+	// leaves the allocator with its last service.
+	addressed map[model.ServiceKey]string
+	users     map[string]map[model.ServiceKey]struct{}
 
 	statusMu sync.Mutex
 	status   Status
@@ -107,6 +117,7 @@ type Pipeline struct {
 // servedService is what one registry service currently contributes.
 type servedService struct {
 	model     *model.Service
+	addresses []string // allocated, served in place of model.Addresses (empty)
 	resources []resourceKey
 }
 
@@ -151,6 +162,9 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 		served:  map[model.ServiceKey]*servedService{},
 		owners:  map[resourceKey]model.ServiceKey{},
 		started: time.Now(),
+
+		addressed: map[model.ServiceKey]string{},
+		users:     map[string]map[model.ServiceKey]struct{}{},
 	}
 	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
 	return p
@@ -449,12 +463,19 @@ func (p *Pipeline) flush() {
 		}
 	}
 
+	if p.cfg.VIPs != nil {
+		p.allocate(work)
+	}
 	jobs := make([]serviceJob, 0, len(work))
 	for key, svc := range work {
 		if svc != nil && p.cfg.Registry != "" {
 			svc.Registry = p.cfg.Registry // the value is the Sink's: the adapter passed it on
 		}
-		jobs = append(jobs, serviceJob{key: key, svc: svc})
+		j := serviceJob{key: key, svc: svc}
+		if host := p.addressed[key]; host != "" && svc != nil {
+			j.addresses = p.cfg.VIPs.Addrs(host)
+		}
+		jobs = append(jobs, j)
 	}
 	p.convertAll(jobs)
 	var changes []snapshot.Change
@@ -501,6 +522,7 @@ func (p *Pipeline) flush() {
 type serviceJob struct {
 	key       model.ServiceKey
 	svc       *model.Service // nil: deleted
+	addresses []string       // allocated for svc, if any
 	unchanged bool           // svc is what is served already
 	objects   []*snapshot.Object
 	err       error
@@ -519,11 +541,11 @@ func (p *Pipeline) convertAll(jobs []serviceJob) {
 		if j.svc == nil {
 			return
 		}
-		if old := p.served[j.key]; old != nil && reflect.DeepEqual(old.model, j.svc) {
+		if old := p.served[j.key]; old != nil && slices.Equal(old.addresses, j.addresses) && reflect.DeepEqual(old.model, j.svc) {
 			j.unchanged = true
 			return
 		}
-		j.objects, j.err = p.objects(j.svc)
+		j.objects, j.err = p.objects(j.svc, j.addresses)
 	}
 	parallel.For(len(jobs), convertParallelMin, func(i int) { one(&jobs[i]) })
 }
@@ -565,7 +587,7 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 	if old == nil || !slices.Equal(old.model.Hosts, svc.Hosts) {
 		p.logRewrittenHosts(key, svc)
 	}
-	next := &servedService{model: svc, resources: make([]resourceKey, 0, len(objects))}
+	next := &servedService{model: svc, addresses: j.addresses, resources: make([]resourceKey, 0, len(objects))}
 	for _, obj := range objects {
 		rk := resourceKey{obj.Kind, obj.Name}
 		next.resources = append(next.resources, rk)
@@ -607,10 +629,15 @@ func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 	}
 }
 
-// objects converts svc and encodes its resources for the store. It reads
-// nothing but svc and the configuration: convertAll calls it concurrently.
-func (p *Pipeline) objects(svc *model.Service) ([]*snapshot.Object, error) {
-	resources, err := convert.Convert(*svc, p.cfg.Convert)
+// objects converts svc, with addresses allocated for it if any, and encodes
+// its resources for the store. It reads nothing but its arguments and the
+// configuration: convertAll calls it concurrently.
+func (p *Pipeline) objects(svc *model.Service, addresses []string) ([]*snapshot.Object, error) {
+	in := *svc
+	if len(addresses) > 0 {
+		in.Addresses = addresses
+	}
+	resources, err := convert.Convert(in, p.cfg.Convert)
 	if err != nil {
 		return nil, err
 	}
@@ -702,12 +729,14 @@ type metrics struct {
 	services           prometheus.Gauge
 	changes            *prometheus.CounterVec
 	flushSeconds       prometheus.Histogram
+	addressMetrics
 }
 
 // newMetrics makes the pipeline's metrics; lastKnownCurrent feeds
 // galleon_registry_last_sync_timestamp_seconds, labelled with registry.
 func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent func() time.Time) *metrics {
 	m := &metrics{
+		addressMetrics: newAddressMetrics(),
 		recordsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_registry_records_rejected_total",
 			Help: "Registry records skipped because they are malformed (see the log line naming each), by the reason the adapter gives (\"other\" when it gives none).",
@@ -750,7 +779,8 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 		ConstLabels: prometheus.Labels{"registry": registry},
 	}, func() float64 { return float64(lastKnownCurrent().UnixNano()) / 1e9 })
 	if reg != nil {
-		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync)
+		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync,
+			m.addressedHosts, m.unaddressedHosts, m.addressesMoved)
 	}
 	return m
 }

@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/internal/convert"
+)
+
+// autoallocateLabel is istiod's own opt-out from address allocation
+// (label.NetworkingEnableAutoallocateIp): a service the registry labels
+// "false" is served without an allocated address, as istiod would treat a
+// Kubernetes ServiceEntry.
+const autoallocateLabel = "networking.istio.io/enable-autoallocate-ip"
+
+// addressHost is the host svc holds an allocated address for, or "" when it
+// gets none: it is deleted (nil), the registry gave addresses (they win),
+// its resolution is NONE (istiod forwards to the original destination and
+// forbids addresses there, and its own allocator skips such entries too),
+// it opted out with autoallocateLabel, or its first host is a wildcard,
+// which no DNS answer or listener address can stand for.
+//
+// The address is keyed by the service's first host as served (sanitised,
+// in sorted order): every service with that host shares it, and it stays
+// while the host does, whatever else of the service changes.
+func addressHost(svc *model.Service) string {
+	if svc == nil || len(svc.Addresses) > 0 || svc.Resolution == model.ResolutionNone ||
+		strings.EqualFold(svc.Labels[autoallocateLabel], "false") {
+		return ""
+	}
+	first := ""
+	for _, h := range svc.Hosts {
+		if s := convert.SanitizeHost(h); s != "" && (first == "" || s < first) {
+			first = s
+		}
+	}
+	if strings.HasPrefix(first, "*") {
+		return ""
+	}
+	return first
+}
+
+// maxMovedLogged bounds the log lines one flush writes for moved addresses;
+// the counter has them all.
+const maxMovedLogged = 10
+
+// allocate brings the allocator up to date with the services of a flush
+// (nil: deleted) and adds to work the served services whose address moved
+// because another host came or went, so that they are converted again. It
+// runs on the Run goroutine.
+func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
+	var add, remove []string
+	for key, svc := range work {
+		was, now := p.addressed[key], addressHost(svc)
+		if was == now {
+			continue
+		}
+		if was != "" {
+			delete(p.users[was], key)
+			if len(p.users[was]) == 0 {
+				delete(p.users, was)
+				remove = append(remove, was)
+			}
+			delete(p.addressed, key)
+		}
+		if now != "" {
+			if p.users[now] == nil {
+				p.users[now] = map[model.ServiceKey]struct{}{}
+				add = append(add, now)
+			}
+			p.users[now][key] = struct{}{}
+			p.addressed[key] = now
+		}
+	}
+	if len(add) == 0 && len(remove) == 0 {
+		return
+	}
+	moved := p.cfg.VIPs.Update(add, remove)
+	p.metrics.addressesMoved.Add(float64(len(moved)))
+	for i, host := range moved {
+		if i < maxMovedLogged {
+			p.log.Warn("allocated address moved: a new or removed host took or freed its place; istiod does a full push for it",
+				"host", host, "addresses", strings.Join(p.cfg.VIPs.Addrs(host), ","))
+		}
+		for key := range p.users[host] {
+			if _, ok := work[key]; ok {
+				continue
+			}
+			if served := p.served[key]; served != nil {
+				work[key] = served.model
+			}
+		}
+	}
+	if len(moved) > maxMovedLogged {
+		p.log.Warn("more allocated addresses moved", "not_logged", len(moved)-maxMovedLogged)
+	}
+	pools := p.cfg.VIPs.Pools()
+	unplaced := 0
+	for _, pool := range pools {
+		unplaced = max(unplaced, pool.Unplaced())
+	}
+	p.metrics.addressedHosts.Set(float64(pools[0].Len() - pools[0].Unplaced()))
+	if was := p.metrics.unaddressed; unplaced != was {
+		p.metrics.unaddressed = unplaced
+		p.metrics.unaddressedHosts.Set(float64(unplaced))
+		if unplaced > 0 {
+			p.log.Warn("address range full: hosts served without an allocated address (widen --vip-ranges)", "hosts", unplaced)
+		}
+	}
+}
+
+// addressMetrics are the allocator's metrics.
+type addressMetrics struct {
+	addressedHosts   prometheus.Gauge
+	unaddressedHosts prometheus.Gauge
+	addressesMoved   prometheus.Counter
+	unaddressed      int // last value of unaddressedHosts, owned by the Run goroutine
+}
+
+func newAddressMetrics() addressMetrics {
+	return addressMetrics{
+		addressedHosts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_allocated_addresses",
+			Help: "Hosts served with an address Galleon allocated (--vip-ranges), because the registry gave none.",
+		}),
+		unaddressedHosts: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_allocated_addresses_missing",
+			Help: "Hosts that need an allocated address and got none because --vip-ranges is full: their TCP ports share the sidecar's 0.0.0.0 listener and DNS capture cannot answer them.",
+		}),
+		addressesMoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "galleon_allocated_addresses_moved_total",
+			Help: "Allocated addresses that changed while their host stayed (another host came or went on the same address; docs/vips.md): each costs istiod a full push.",
+		}),
+	}
+}
