@@ -115,6 +115,13 @@ func SanitizeDNSLabel(s string) string {
 // changing what it names, so an over-long host is left for validation to
 // reject.
 func SanitizeHost(s string) string {
+	if isCanonicalHost(s) {
+		return s // what repairHost returns for it, without its allocations
+	}
+	return repairHost(s)
+}
+
+func repairHost(s string) string {
 	s = strings.TrimSpace(s)
 	wildcard := strings.HasPrefix(s, "*.")
 	if wildcard {
@@ -135,6 +142,29 @@ func SanitizeHost(s string) string {
 		return "*." + host
 	}
 	return host
+}
+
+// isCanonicalHost reports whether repairHost would return s unchanged
+// because it is valid already: an optional leading "*.", then labels of 1
+// to 63 lower-case letters, digits and '-', alphanumeric at both ends.
+// Most registries' hosts are, and the pipeline sanitises every host of a
+// listing.
+func isCanonicalHost(s string) bool {
+	s, _ = strings.CutPrefix(s, "*.")
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != '.' {
+			if c := s[i]; !isLowerAlnum(c) && c != '-' {
+				return false
+			}
+			continue
+		}
+		if n := i - start; n == 0 || n > maxDNSLabel || !isLowerAlnum(s[start]) || !isLowerAlnum(s[i-1]) {
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // sanitizeSubdomain turns s into a DNS-1123 subdomain (dot-separated

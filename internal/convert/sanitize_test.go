@@ -133,6 +133,9 @@ func FuzzSanitizeHost(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if isCanonicalHost(s) && repairHost(s) != s {
+			t.Fatalf("isCanonicalHost(%q), but the repair gives %q", s, repairHost(s))
+		}
 		out := SanitizeHost(s)
 		if out == "" || len(out) > maxDomainLen {
 			return // an over-long host is validation's to reject
@@ -147,6 +150,22 @@ func FuzzSanitizeHost(f *testing.F) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", s, out, again)
 		}
 	})
+}
+
+// TestCanonicalHostAgreesWithTheRepair: the fast path says "unchanged" exactly where the repair
+// leaves a host as it is, around every rule's edge.
+func TestCanonicalHostAgreesWithTheRepair(t *testing.T) {
+	l63, l64 := strings.Repeat("a", 63), strings.Repeat("a", 64)
+	for _, h := range []string{"a", "a.b", "orders.eureka", "*.a.b", "a-b.c", "0.1", l63 + ".x", l64 + ".x",
+		"-a.b", "a-.b", "a.-b", "a..b", ".a", "a.", "A.b", "a_b.c", "a b", " a", "*", "*.", "*.*.a", "a.*.b", "é.a", ""} {
+		canonical, repaired := isCanonicalHost(h), repairHost(h)
+		if canonical && repaired != h {
+			t.Errorf("isCanonicalHost(%q) but the repair gives %q", h, repaired)
+		}
+		if !canonical && repaired == h && h != "" {
+			t.Errorf("isCanonicalHost(%q) = false, but the repair leaves it as it is (a missed fast path)", h)
+		}
+	}
 }
 
 // allDigitsTLD reports hosts like "10.0.0.1" that sanitising cannot make

@@ -58,20 +58,17 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 			continue
 		}
 		if was != "" {
-			delete(p.users[was], key)
-			if len(p.users[was]) == 0 {
+			delete(p.addressed, key)
+			if p.users[was]--; p.users[was] == 0 {
 				delete(p.users, was)
 				remove = append(remove, was)
 			}
-			delete(p.addressed, key)
 		}
 		if now != "" {
-			if p.users[now] == nil {
-				p.users[now] = map[model.ServiceKey]struct{}{}
+			p.addressed[key] = now
+			if p.users[now]++; p.users[now] == 1 {
 				add = append(add, now)
 			}
-			p.users[now][key] = struct{}{}
-			p.addressed[key] = now
 		}
 	}
 	if len(add) == 0 && len(remove) == 0 {
@@ -84,8 +81,15 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 			p.log.Warn("allocated address moved: a new or removed host took or freed its place; istiod does a full push for it",
 				"host", host, "addresses", strings.Join(p.cfg.VIPs.Addrs(host), ","))
 		}
-		for key := range p.users[host] {
-			if _, ok := work[key]; ok {
+	}
+	if len(moved) > 0 {
+		// Rare (docs/vips.md): a scan of every service beats an index kept for it.
+		isMoved := make(map[string]bool, len(moved))
+		for _, h := range moved {
+			isMoved[h] = true
+		}
+		for key, host := range p.addressed {
+			if _, ok := work[key]; ok || !isMoved[host] {
 				continue
 			}
 			if served := p.served[key]; served != nil {

@@ -105,10 +105,10 @@ type Pipeline struct {
 	owners map[resourceKey]model.ServiceKey
 	synced bool
 	// addressed is the host each reported service holds an allocated
-	// address for, and users the services holding each such host: a host
-	// leaves the allocator with its last service.
+	// address for, and users how many services hold each such host: a
+	// host leaves the allocator with its last service.
 	addressed map[model.ServiceKey]string
-	users     map[string]map[model.ServiceKey]struct{}
+	users     map[string]int
 
 	statusMu sync.Mutex
 	status   Status
@@ -164,7 +164,7 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 		started: time.Now(),
 
 		addressed: map[model.ServiceKey]string{},
-		users:     map[string]map[model.ServiceKey]struct{}{},
+		users:     map[string]int{},
 	}
 	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
 	return p

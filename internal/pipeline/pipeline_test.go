@@ -20,6 +20,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/vip"
 )
 
 func service(name string, ips ...string) model.Service {
@@ -600,7 +601,12 @@ func TestFirstListingIsNotDebounced(t *testing.T) {
 // BenchmarkFirstListing is the core's part of a start: the first full listing of 10,000
 // services x 10 instances converted, validated, encoded and applied to a new store. -cpu 1,2
 // shows what converting on every core gives.
-func BenchmarkFirstListing(b *testing.B) {
+func BenchmarkFirstListing(b *testing.B) { benchmarkFirstListing(b, false) }
+
+// BenchmarkFirstListingWithVIPs is the same with the allocator binaries use by default.
+func BenchmarkFirstListingWithVIPs(b *testing.B) { benchmarkFirstListing(b, true) }
+
+func benchmarkFirstListing(b *testing.B, vips bool) {
 	listing := make([]model.Service, 10000)
 	for i := range listing {
 		ips := make([]string, 10)
@@ -612,7 +618,17 @@ func BenchmarkFirstListing(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		store := snapshot.NewStore()
-		p := New(store, Config{})
+		cfg := Config{}
+		if vips {
+			ranges, _ := vip.ParsePrefixes(vip.DefaultRanges)
+			exclude, _ := vip.ParsePrefixes(vip.DefaultExclude)
+			a, err := vip.New(ranges, exclude)
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg.VIPs = a
+		}
+		p := New(store, cfg)
 		services := slices.Clone(listing)
 		p.Replace(services)
 		p.flush()

@@ -336,6 +336,9 @@ func (p *Pool) update(add, remove []string) []string {
 		delete(p.taken, pl.slot)
 		recompute = recompute || (p.pushed > 0 && (p.overflow || len(p.passed[pl.slot]) > 0))
 	}
+	if len(p.hosts) == 0 && len(add) > 64 { // a first listing: size the maps once
+		p.hosts, p.taken = make(map[string]*placement, len(add)), make(map[uint64]string, len(add))
+	}
 	added := make([]string, 0, len(adding))
 	for _, h := range add {
 		if _, ok := p.hosts[h]; ok || !adding[h] {
