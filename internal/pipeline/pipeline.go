@@ -118,6 +118,10 @@ type Pipeline struct {
 type servedService struct {
 	model     *model.Service
 	addresses []string // allocated, served in place of model.Addresses (empty)
+	// dns: its ServiceEntry has resolution DNS, so istiod makes each of
+	// its endpoint changes a full push (isDNSTypeServiceEntry in
+	// pilot/pkg/serviceregistry/serviceentry).
+	dns       bool
 	resources []resourceKey
 }
 
@@ -525,6 +529,7 @@ type serviceJob struct {
 	addresses []string       // allocated for svc, if any
 	unchanged bool           // svc is what is served already
 	objects   []*snapshot.Object
+	dns       bool // the ServiceEntry's resolution is DNS
 	err       error
 }
 
@@ -545,7 +550,7 @@ func (p *Pipeline) convertAll(jobs []serviceJob) {
 			j.unchanged = true
 			return
 		}
-		j.objects, j.err = p.objects(j.svc, j.addresses)
+		j.objects, j.dns, j.err = p.objects(j.svc, j.addresses)
 	}
 	parallel.For(len(jobs), convertParallelMin, func(i int) { one(&jobs[i]) })
 }
@@ -566,6 +571,7 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 			delete(p.owners, rk)
 		}
 		delete(p.served, key)
+		p.countDNS(old, nil)
 		return changes
 	}
 	if j.unchanged {
@@ -587,7 +593,7 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 	if old == nil || !slices.Equal(old.model.Hosts, svc.Hosts) {
 		p.logRewrittenHosts(key, svc)
 	}
-	next := &servedService{model: svc, addresses: j.addresses, resources: make([]resourceKey, 0, len(objects))}
+	next := &servedService{model: svc, addresses: j.addresses, dns: j.dns, resources: make([]resourceKey, 0, len(objects))}
 	for _, obj := range objects {
 		rk := resourceKey{obj.Kind, obj.Name}
 		next.resources = append(next.resources, rk)
@@ -603,7 +609,19 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 		}
 	}
 	p.served[key] = next
+	p.countDNS(old, next)
 	return changes
+}
+
+// countDNS keeps galleon_dns_resolution_services as a service goes from
+// was to now (either nil).
+func (p *Pipeline) countDNS(was, now *servedService) {
+	if was != nil && was.dns {
+		p.metrics.dnsServices.Dec()
+	}
+	if now != nil && now.dns {
+		p.metrics.dnsServices.Inc()
+	}
 }
 
 // claim refuses objects whose names another service's resources hold already.
@@ -632,26 +650,29 @@ func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 // objects converts svc, with addresses allocated for it if any, and encodes
 // its resources for the store. It reads nothing but its arguments and the
 // configuration: convertAll calls it concurrently.
-func (p *Pipeline) objects(svc *model.Service, addresses []string) ([]*snapshot.Object, error) {
+func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*snapshot.Object, dns bool, err error) {
 	in := *svc
 	if len(addresses) > 0 {
 		in.Addresses = addresses
 	}
 	resources, err := convert.Convert(in, p.cfg.Convert)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	origin := originOf(svc.Registry, resources)
-	objects := make([]*snapshot.Object, 0, len(resources))
+	objects = make([]*snapshot.Object, 0, len(resources))
 	for _, r := range resources {
+		if se, ok := r.Spec.(*networking.ServiceEntry); ok {
+			dns = se.Resolution == networking.ServiceEntry_DNS || se.Resolution == networking.ServiceEntry_DNS_ROUND_ROBIN
+		}
 		obj, err := encode(r)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		obj.Origin = origin
 		objects = append(objects, obj)
 	}
-	return objects, nil
+	return objects, dns, nil
 }
 
 // originOf describes, for config subset rules, the service resources were
@@ -729,6 +750,8 @@ type metrics struct {
 	services           prometheus.Gauge
 	changes            *prometheus.CounterVec
 	flushSeconds       prometheus.Histogram
+	// dnsServices: served ServiceEntries with resolution DNS.
+	dnsServices prometheus.Gauge
 	addressMetrics
 }
 
@@ -737,6 +760,10 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent func() time.Time) *metrics {
 	m := &metrics{
 		addressMetrics: newAddressMetrics(),
+		dnsServices: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_dns_resolution_services",
+			Help: "Services served with resolution DNS (an instance address is a host name): istiod makes every endpoint change of these a full push, not an EDS update.",
+		}),
 		recordsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_registry_records_rejected_total",
 			Help: "Registry records skipped because they are malformed (see the log line naming each), by the reason the adapter gives (\"other\" when it gives none).",
@@ -780,7 +807,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 	}, func() float64 { return float64(lastKnownCurrent().UnixNano()) / 1e9 })
 	if reg != nil {
 		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync,
-			m.addressedHosts, m.unaddressedHosts, m.addressesMoved)
+			m.addressedHosts, m.unaddressedHosts, m.addressesMoved, m.dnsServices)
 	}
 	return m
 }

@@ -637,3 +637,30 @@ func benchmarkFirstListing(b *testing.B, vips bool) {
 		}
 	}
 }
+
+// TestDNSResolutionServicesAreCounted: a service whose instances are host names is served with
+// resolution DNS, which istiod answers with a full push per endpoint change: the gauge says how
+// many there are, following updates and deletions.
+func TestDNSResolutionServicesAreCounted(t *testing.T) {
+	p, store := run(t, Config{})
+	p.Replace([]model.Service{service("byname", "db-1.example.com"), service("byip", "10.0.0.1")})
+	snap := waitSeq(t, store, 0)
+	if got := gauge(t, p.metrics.dnsServices); got != 1 {
+		t.Fatalf("galleon_dns_resolution_services = %v with one service on host names, want 1", got)
+	}
+	p.Update(service("byname", "10.0.0.2"))
+	snap = waitSeq(t, store, snap.Seq)
+	if got := gauge(t, p.metrics.dnsServices); got != 0 {
+		t.Fatalf("after the instance moved to an IP: %v, want 0", got)
+	}
+	p.Update(service("byip", "db-2.example.com"))
+	snap = waitSeq(t, store, snap.Seq)
+	if got := gauge(t, p.metrics.dnsServices); got != 1 {
+		t.Fatalf("after byip moved to a host name: %v, want 1", got)
+	}
+	p.Delete(model.ServiceKey{Namespace: "ns", Name: "byip"})
+	waitSeq(t, store, snap.Seq)
+	if got := gauge(t, p.metrics.dnsServices); got != 0 {
+		t.Fatalf("after its deletion: %v, want 0", got)
+	}
+}
