@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +54,9 @@ const maxMovedLogged = 10
 // runs on the Run goroutine.
 func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 	var add, remove []string
+	var reserve, release []netip.Addr
 	for key, svc := range work {
+		reserve, release = p.reserveGiven(key, svc, reserve, release)
 		was, now := p.addressed[key], addressHost(svc)
 		if was == now {
 			continue
@@ -71,10 +75,10 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 			}
 		}
 	}
-	if len(add) == 0 && len(remove) == 0 {
+	if len(add) == 0 && len(remove) == 0 && len(reserve) == 0 && len(release) == 0 {
 		return
 	}
-	moved := p.cfg.VIPs.Update(add, remove)
+	moved := p.cfg.VIPs.UpdateReserved(add, remove, reserve, release)
 	p.metrics.addressesMoved.Add(float64(len(moved)))
 	for i, host := range moved {
 		if i < maxMovedLogged {
@@ -113,6 +117,56 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 			p.log.Warn("address range full: hosts served without an allocated address (widen --vip-ranges)", "hosts", unplaced)
 		}
 	}
+}
+
+// givenAddresses are the single addresses a registry gave svc (its
+// Addresses that are IPs, or CIDRs of one address), sorted and without
+// repeats, which no host may be allocated; nil for a deleted service.
+func givenAddresses(svc *model.Service) []netip.Addr {
+	if svc == nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range svc.Addresses {
+		if addr, err := netip.ParseAddr(a); err == nil {
+			out = append(out, addr.Unmap())
+		} else if pfx, err := netip.ParsePrefix(a); err == nil && pfx.IsSingleIP() {
+			out = append(out, pfx.Addr().Unmap())
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// reserveGiven brings the reservations of key's registry addresses up to
+// date with svc and appends to reserve and release the addresses whose
+// first user came or last user went.
+func (p *Pipeline) reserveGiven(key model.ServiceKey, svc *model.Service, reserve, release []netip.Addr) ([]netip.Addr, []netip.Addr) {
+	was, now := p.given[key], givenAddresses(svc)
+	if len(was) == 0 && len(now) == 0 {
+		return reserve, release
+	}
+	for _, addr := range now {
+		if !slices.Contains(was, addr) {
+			if p.givenUsers[addr]++; p.givenUsers[addr] == 1 {
+				reserve = append(reserve, addr)
+			}
+		}
+	}
+	for _, addr := range was {
+		if !slices.Contains(now, addr) {
+			if p.givenUsers[addr]--; p.givenUsers[addr] == 0 {
+				delete(p.givenUsers, addr)
+				release = append(release, addr)
+			}
+		}
+	}
+	if len(now) == 0 {
+		delete(p.given, key)
+	} else {
+		p.given[key] = now
+	}
+	return reserve, release
 }
 
 // addressMetrics are the allocator's metrics.

@@ -208,3 +208,49 @@ func TestMovedAddressReconverts(t *testing.T) {
 	}
 	t.Fatal("20 new hosts in a range of 2 addresses moved neither x nor y")
 }
+
+// TestRegistryAddressesAreNeverAllocated: an address a registry gives a service, inside the
+// allocation range, is reserved while any service gives it: the host that held it moves, and
+// gets it back when the registry stops giving it.
+func TestRegistryAddressesAreNeverAllocated(t *testing.T) {
+	a := allocator(t, "241.0.0.0/24")
+	p, store := run(t, Config{VIPs: a})
+	p.Replace([]model.Service{service("x", "10.0.0.1")})
+	snap := waitSeq(t, store, 0)
+	vipX := serviceEntry(t, snap, "ns/x").Addresses
+	if len(vipX) != 1 {
+		t.Fatalf("ns/x addresses %v", vipX)
+	}
+	// Two services of the registry give x's address (one twice, one as a /32).
+	y := service("y", "10.0.0.2")
+	y.Addresses = []string{vipX[0], vipX[0]}
+	z := service("z", "10.0.0.3")
+	z.Addresses = []string{vipX[0] + "/32"}
+	p.Update(y)
+	p.Update(z)
+	for snap.Collection(snapshot.ServiceEntry).Len() != 3 {
+		snap = waitSeq(t, store, snap.Seq)
+	}
+	moved := serviceEntry(t, snap, "ns/x").Addresses
+	if len(moved) != 1 || moved[0] == vipX[0] {
+		t.Fatalf("ns/x addresses %v while the registry gives %s to ns/y and ns/z", moved, vipX[0])
+	}
+	if got := gauge(t, p.metrics.addressedHosts); got != 1 {
+		t.Errorf("galleon_allocated_addresses = %v, want 1 (reservations are not hosts)", got)
+	}
+	// One of the two stops giving it: still reserved.
+	p.Delete(y.Key())
+	snap = waitSeq(t, store, snap.Seq)
+	if got := serviceEntry(t, snap, "ns/x").Addresses; !slices.Equal(got, moved) {
+		t.Errorf("ns/x addresses %v after one of two givers left, want %v", got, moved)
+	}
+	// The last one stops: x is placed where it was first.
+	z.Addresses = nil
+	p.Update(z)
+	for slices.Equal(serviceEntry(t, snap, "ns/x").Addresses, moved) {
+		snap = waitSeq(t, store, snap.Seq)
+	}
+	if got := serviceEntry(t, snap, "ns/x").Addresses; !slices.Equal(got, vipX) {
+		t.Errorf("ns/x addresses %v after the registry stopped giving %s, want it back", got, vipX[0])
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
@@ -109,6 +110,11 @@ type Pipeline struct {
 	// host leaves the allocator with its last service.
 	addressed map[model.ServiceKey]string
 	users     map[string]int
+	// given are the single addresses each reported service's registry
+	// gave, and givenUsers how many services give each: the allocator
+	// never hands them out.
+	given      map[model.ServiceKey][]netip.Addr
+	givenUsers map[netip.Addr]int
 
 	statusMu sync.Mutex
 	status   Status
@@ -169,6 +175,9 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 
 		addressed: map[model.ServiceKey]string{},
 		users:     map[string]int{},
+
+		given:      map[model.ServiceKey][]netip.Addr{},
+		givenUsers: map[netip.Addr]int{},
 	}
 	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
 	return p

@@ -38,6 +38,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"net/netip"
 	"slices"
@@ -110,14 +111,82 @@ func (a *Allocator) Pools() []*Pool { return a.pools }
 // returns the hosts it held before and still holds whose address changed in
 // any pool. A host added twice, or removed when absent, is ignored.
 func (a *Allocator) Update(add, remove []string) (moved []string) {
+	return a.UpdateReserved(add, remove, nil, nil)
+}
+
+// UpdateReserved is Update that also reserves and releases addresses the
+// registries gave (each reserved once: the caller counts its users). A
+// reserved address inside a pool is never allocated: it counts as held by a
+// host before every other, so a host that held it moves along. Addresses
+// outside every pool, or excluded, need no reservation and are ignored.
+func (a *Allocator) UpdateReserved(add, remove []string, reserve, release []netip.Addr) (moved []string) {
 	for _, p := range a.pools {
-		moved = append(moved, p.update(add, remove)...)
+		padd, premove := add, remove
+		if r := p.reservations(reserve); len(r) > 0 {
+			padd = append(slices.Clip(add), r...)
+		}
+		if r := p.reservations(release); len(r) > 0 {
+			premove = append(slices.Clip(remove), r...)
+		}
+		for _, h := range p.update(padd, premove) {
+			if _, isReservation := p.fixed[h]; !isReservation {
+				moved = append(moved, h)
+			}
+		}
+		for _, name := range premove {
+			if _, held := p.hosts[name]; !held {
+				delete(p.fixed, name) // released
+			}
+		}
 	}
 	if len(a.pools) > 1 {
 		slices.Sort(moved)
 		moved = slices.Compact(moved)
 	}
 	return moved
+}
+
+// reservationPrefix names a reservation among the hosts: a space is never
+// in a host as served.
+const reservationPrefix = "reserved "
+
+// reservations returns the names of the reservations of addrs that lie in
+// the pool, registering their slots.
+func (p *Pool) reservations(addrs []netip.Addr) []string {
+	var names []string
+	for _, addr := range addrs {
+		slot, ok := p.slotOf(addr)
+		if !ok {
+			continue
+		}
+		name := reservationPrefix + addr.String()
+		p.fixed[name] = slot
+		names = append(names, name)
+	}
+	return names
+}
+
+// slotOf is the slot of addr, when addr is one the pool gives.
+func (p *Pool) slotOf(addr netip.Addr) (uint64, bool) {
+	addr = addr.Unmap()
+	if !p.prefix.Contains(addr) {
+		return 0, false
+	}
+	off := offset(p.base, addr)
+	slot := off
+	for _, h := range p.holes {
+		if off < h.start {
+			break
+		}
+		if off < h.start+h.len {
+			return 0, false
+		}
+		slot -= h.len
+	}
+	if slot >= p.size {
+		return 0, false
+	}
+	return slot, true
 }
 
 // Addrs returns host's addresses, one per pool that could give one, in pool
@@ -156,6 +225,9 @@ type Pool struct {
 	passed    map[uint64][]string
 	passedLen int
 	overflow  bool
+	// fixed are the reservations held (reservationPrefix + address), by
+	// slot: hosts of the highest priority whose sequence is their one slot.
+	fixed map[string]uint64
 }
 
 type hole struct{ start, len uint64 }
@@ -172,8 +244,9 @@ func (p *Pool) Size() uint64 { return p.size }
 // Prefix is the pool's range.
 func (p *Pool) Prefix() netip.Prefix { return p.prefix }
 
-// Len is how many hosts the pool holds, with or without an address.
-func (p *Pool) Len() int { return len(p.hosts) }
+// Len is how many hosts the pool holds, with or without an address;
+// reservations are not hosts.
+func (p *Pool) Len() int { return len(p.hosts) - len(p.fixed) }
 
 // Unplaced is how many hosts hold no address: the range is full.
 func (p *Pool) Unplaced() int { return len(p.hosts) - len(p.taken) }
@@ -199,7 +272,7 @@ func newPool(prefix netip.Prefix, exclude []netip.Prefix) (*Pool, error) {
 		return nil, fmt.Errorf("%s: too small a range, want at most /%d", prefix, prefix.Addr().BitLen()-2)
 	}
 	span := uint64(1) << min(hostBits, maxPoolBits)
-	p := &Pool{prefix: prefix, base: prefix.Addr(), hosts: map[string]*placement{}, taken: map[uint64]string{}, passed: map[uint64][]string{}}
+	p := &Pool{prefix: prefix, base: prefix.Addr(), hosts: map[string]*placement{}, taken: map[uint64]string{}, passed: map[uint64][]string{}, fixed: map[string]uint64{}}
 	var holes []hole
 	if prefix.Addr().Is4() {
 		// The block's network and broadcast addresses: some stacks treat
@@ -284,6 +357,9 @@ const randomProbes = 16
 
 // slotAt is the i-th slot of host's probe sequence.
 func (p *Pool) slotAt(host string, i int) uint64 {
+	if slot, ok := p.fixed[host]; ok {
+		return slot // a reservation; it never walks, as nothing comes before it
+	}
 	if i < randomProbes {
 		return p.hashSlot(host, uint64(i))
 	}
@@ -303,7 +379,16 @@ func (p *Pool) hashSlot(host string, i uint64) uint64 {
 
 // priority orders hosts: higher first. Ties (equal hashes) go to the
 // smaller name, so the order is total.
-func priority(host string) uint64 { return xxhash.Sum64String(host) }
+func priority(host string) uint64 { return min(xxhash.Sum64String(host), math.MaxUint64-1) }
+
+// priority is the package's priority, and for a reservation the highest,
+// which no host has.
+func (p *Pool) priority(host string) uint64 {
+	if _, ok := p.fixed[host]; ok {
+		return math.MaxUint64
+	}
+	return priority(host)
+}
 
 func before(a string, pa uint64, b string, pb uint64) bool {
 	if pa != pb {
@@ -353,7 +438,7 @@ func (p *Pool) update(add, remove []string) []string {
 			old[h] = *pl
 		}
 		for _, h := range added {
-			p.hosts[h] = &placement{prio: priority(h), probe: -1}
+			p.hosts[h] = &placement{prio: p.priority(h), probe: -1}
 		}
 		p.placeAll()
 	} else {
@@ -381,7 +466,7 @@ func (p *Pool) update(add, remove []string) []string {
 // would give (the package comment), without touching anyone else. Hosts it
 // moves are recorded in old as they were, once.
 func (p *Pool) insert(host string, old map[string]placement) {
-	cur := &placement{prio: priority(host)}
+	cur := &placement{prio: p.priority(host)}
 	p.hosts[host] = cur
 	name, from := host, 0
 	for i := 0; ; i++ {

@@ -100,9 +100,11 @@ func checkInvariants(t *testing.T, a *Allocator) {
 }
 
 // TestPureFunctionOfTheSet: after any history of batches, every host has the
-// address a new allocator gives it when handed the same set at once, in any
-// order (two replicas, a restart), and Update reports exactly the hosts that
-// stayed and moved. Small ranges force collisions, pushes and a full range.
+// address a new allocator gives it when handed the same set (and the same
+// reserved registry addresses) at once, in any order (two replicas, a
+// restart); Update reports exactly the hosts that stayed and moved; no host
+// gets a reserved address. Small ranges force collisions, pushes and a full
+// range.
 func TestPureFunctionOfTheSet(t *testing.T) {
 	for _, tc := range []struct {
 		ranges []string
@@ -121,6 +123,17 @@ func TestPureFunctionOfTheSet(t *testing.T) {
 			}
 			a := mustAllocator(t, tc.ranges...)
 			held := map[string]bool{}
+			// Registry addresses: some in the IPv4 range, one outside every range.
+			base := netip.MustParsePrefix(tc.ranges[0]).Addr()
+			registryAddrs := []netip.Addr{netip.MustParseAddr("10.0.0.1")}
+			for i := range 8 {
+				addr := base
+				for range 1 + i*3 {
+					addr = addr.Next()
+				}
+				registryAddrs = append(registryAddrs, addr)
+			}
+			reserved := map[netip.Addr]bool{}
 			totalMoved := 0
 			for round := range 60 {
 				var add, remove []string
@@ -132,9 +145,17 @@ func TestPureFunctionOfTheSet(t *testing.T) {
 						remove = append(remove, h)
 					}
 				}
+				var reserve, release []netip.Addr
+				if addr := registryAddrs[rng.IntN(len(registryAddrs))]; reserved[addr] {
+					release = append(release, addr)
+					delete(reserved, addr)
+				} else {
+					reserve = append(reserve, addr)
+					reserved[addr] = true
+				}
 				before := state(a, universe)
 				heldBefore := maps.Clone(held)
-				moved := a.Update(add, remove)
+				moved := a.UpdateReserved(add, remove, reserve, release)
 				for _, h := range remove {
 					delete(held, h)
 				}
@@ -142,6 +163,16 @@ func TestPureFunctionOfTheSet(t *testing.T) {
 					held[h] = true
 				}
 				checkInvariants(t, a)
+				for addr := range reserved {
+					for _, h := range universe {
+						if slices.Contains(a.Addrs(h), addr.String()) {
+							t.Fatalf("round %d: %s got the reserved address %s", round, h, addr)
+						}
+					}
+				}
+				if got := a.pools[0].Len(); got != len(held) {
+					t.Fatalf("round %d: Len %d, %d hosts held", round, got, len(held))
+				}
 				after := state(a, universe)
 				// What Update must report: the hosts held before and after
 				// whose addresses differ.
@@ -164,7 +195,11 @@ func TestPureFunctionOfTheSet(t *testing.T) {
 				}
 				rng.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
 				fresh := mustAllocator(t, tc.ranges...)
-				if m := fresh.Update(set, nil); len(m) != 0 {
+				var res []netip.Addr
+				for addr := range reserved {
+					res = append(res, addr)
+				}
+				if m := fresh.UpdateReserved(set, nil, res, nil); len(m) != 0 {
 					t.Fatalf("a first batch reported moves: %v", m)
 				}
 				if got := state(fresh, universe); !mapsEqual(got, after) {
