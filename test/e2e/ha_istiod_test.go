@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/galleon-mesh/galleon/common/registrytest"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
@@ -105,6 +107,23 @@ func testReplicaSwitch(t *testing.T, rel istiod.Release) {
 		}
 	}
 	v := compare("at start", "")
+	// Each replica allocated the same address to each host (docs/vips.md): one per service, all
+	// distinct, from the default range.
+	seen := map[string]string{}
+	for _, r := range firstSotW(t, ctx, a.Addr).Resources {
+		var se networking.ServiceEntry
+		if err := r.Body.UnmarshalTo(&se); err != nil {
+			t.Fatal(err)
+		}
+		if len(se.Addresses) != 1 || !netip.MustParsePrefix("240.0.0.0/4").Contains(netip.MustParseAddr(se.Addresses[0])) {
+			t.Errorf("%s: addresses %v, want one allocated from 240.0.0.0/4", r.Key(), se.Addresses)
+			continue
+		}
+		if other, dup := seen[se.Addresses[0]]; dup {
+			t.Errorf("%s and %s share %s", r.Key(), other, se.Addresses[0])
+		}
+		seen[se.Addresses[0]] = r.Key()
+	}
 	reg.Services[7].Instances[1].Address = "10.21.7.2"
 	writeRegistryFile(t, dir, "ha.yaml", reg)
 	compare("after an instance moved", v)
