@@ -26,6 +26,7 @@ type fileService struct {
 	Name      string         `json:"name"`
 	Namespace string         `json:"namespace,omitempty"`
 	Hosts     []string       `json:"hosts,omitempty"`
+	Addresses []string       `json:"addresses,omitempty"`
 	Ports     []filePort     `json:"ports"`
 	Instances []fileInstance `json:"instances,omitempty"`
 }
