@@ -45,6 +45,9 @@ const (
 	// DefaultZoneKey is the metadata key Spring Cloud Netflix keeps an instance's zone under
 	// (eureka.instance.metadata-map.zone).
 	DefaultZoneKey = "zone"
+	// DefaultRegionKey is the metadata key an instance's region is read from (what Polaris
+	// lists, and what Spring users set beside zone).
+	DefaultRegionKey = "region"
 
 	// AddressIP and AddressHostName are the values of Config.Address.
 	AddressIP       = "ip"
@@ -97,6 +100,14 @@ type Config struct {
 	// ZoneKey is the metadata key holding an instance's zone when its dataCenterInfo has no
 	// availability-zone (Amazon's). Default DefaultZoneKey.
 	ZoneKey string
+	// RegionKey is the metadata key holding an instance's region. Default DefaultRegionKey.
+	RegionKey string
+	// Region is the region of the instances whose own record gives none: no metadata region
+	// (RegionKey) and a zone that is no cloud zone name holding its region (Spring's "zone-a"),
+	// or no zone at all. Eureka clients call it eureka.client.region. "" (the default) leaves
+	// such instances without a locality: istiod's locality load balancing needs a region, and
+	// a zone without one would match no proxy. See docs/adapters/eureka.md.
+	Region string
 	// MaxLeaseAge, when positive, leaves out of the endpoints an instance whose last renewal
 	// is older: what a server in self-preservation keeps listed as UP. Only full listings carry
 	// renewal times (a renewal is no delta), so with it on the full listing is fetched at least
@@ -224,6 +235,13 @@ func (cfg *Config) validate() (*template.Template, []server, error) {
 	}
 	if cfg.ZoneKey == "" {
 		cfg.ZoneKey = DefaultZoneKey
+	}
+	if cfg.RegionKey == "" {
+		cfg.RegionKey = DefaultRegionKey
+	}
+	cfg.Region = strings.TrimSpace(cfg.Region)
+	if strings.ContainsAny(cfg.Region, "/ \t\n") || len(cfg.Region) > 253 {
+		add("--eureka-region %q: want a region name without '/' or spaces, e.g. us-east-1", cfg.Region)
 	}
 	if cfg.MaxLeaseAge < 0 {
 		add("--max-lease-age %v: want 0 (off) or a duration longer than the instances' lease, e.g. 5m", cfg.MaxLeaseAge)

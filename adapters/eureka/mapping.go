@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -190,18 +191,61 @@ func (r *Registry) addressOf(in *Instance) string {
 	return cmp.Or(in.IPAddr, in.HostName)
 }
 
-// localityOf is "region/zone" from an Amazon dataCenterInfo's availability-zone (the region is
-// the zone without its trailing letter: us-east-1a is in us-east-1), else from the metadata's
-// zone (Config.ZoneKey) and region keys; "" when no zone is known.
+// localityOf is the instance's locality, "region/zone" or "region", never a zone without a
+// region (istiod's locality load balancing matches the region first; a locality "/zone" has
+// an empty one, which matches no proxy).
+//
+//   - An Amazon dataCenterInfo's availability-zone is the zone, and the region is the one its
+//     name holds (us-east-1a is in us-east-1: cloudRegion), else the metadata's region
+//     (Config.RegionKey), else Config.Region.
+//   - Otherwise the metadata's zone (Config.ZoneKey) is the zone, and the region is the
+//     metadata's region, else the one a cloud zone name holds (us-east-1a, europe-west1-b),
+//     else Config.Region.
+//
+// With no region the locality is "", whatever the zone (which stays a label). A region or zone
+// holding '/' (the locality's separator) counts as absent.
 func (r *Registry) localityOf(in *Instance) string {
-	if az := in.DataCenterInfo.AvailabilityZone(); az != "" {
-		return strings.TrimRight(az, "abcdefghijklmnopqrstuvwxyz") + "/" + az
+	part := func(s string) string {
+		if s = strings.TrimSpace(s); strings.Contains(s, "/") {
+			return ""
+		}
+		return s
 	}
-	zone := strings.TrimSpace(in.Metadata[r.cfg.ZoneKey])
-	if zone == "" {
+	meta := part(in.Metadata[r.cfg.RegionKey])
+	var zone, region string
+	if zone = part(in.DataCenterInfo.AvailabilityZone()); zone != "" {
+		region = cmp.Or(cloudRegion(zone), meta, r.cfg.Region)
+	} else {
+		zone = part(in.Metadata[r.cfg.ZoneKey])
+		region = cmp.Or(meta, cloudRegion(zone), r.cfg.Region)
+	}
+	switch {
+	case region == "":
 		return ""
+	case zone == "":
+		return region
 	}
-	return strings.TrimSpace(in.Metadata["region"]) + "/" + zone
+	return region + "/" + zone
+}
+
+// Cloud zone names that hold their region: Amazon's availability zones (us-east-1a,
+// us-gov-west-1b, ap-southeast-2c) and Local Zones (us-west-2-lax-1a), the region being what
+// comes before the zone letter or the local zone's name; Google's zones (us-central1-a,
+// europe-west1-b), the region being what comes before "-<letter>". A Spring-style zone
+// ("zone-a", "zone1", "primary") matches neither.
+var (
+	awsZone = regexp.MustCompile(`^([a-z]{2}(?:-[a-z]+)+-[0-9]+)(?:-[a-z]+-[0-9]+)?[a-z]$`)
+	gcpZone = regexp.MustCompile(`^([a-z]+-[a-z]+[0-9]+)-[a-z]$`)
+)
+
+// cloudRegion is the region of a cloud zone name, "" for any other zone.
+func cloudRegion(zone string) string {
+	for _, re := range []*regexp.Regexp{awsZone, gcpZone} {
+		if m := re.FindStringSubmatch(zone); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 // hostOf renders the host template for app, with the first instance (by id) standing for the

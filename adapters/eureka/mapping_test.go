@@ -374,3 +374,75 @@ func TestFetchResults(t *testing.T) {
 		}
 	}
 }
+
+// TestLocality: every rule of localityOf, and that no locality ever has a zone without a
+// region.
+func TestLocality(t *testing.T) {
+	amazon := func(az string) DataCenterInfo {
+		return DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": az}}
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		dc   DataCenterInfo
+		meta map[string]string
+		want string
+	}{
+		{name: "nothing", want: ""},
+		{name: "Spring zone, no region: none", meta: map[string]string{"zone": "zone-a"}, want: ""},
+		{name: "Spring zone, --eureka-region", cfg: Config{Region: "eu-west-1"}, meta: map[string]string{"zone": "zone-a"}, want: "eu-west-1/zone-a"},
+		{name: "Spring zone and metadata region", cfg: Config{Region: "eu-west-1"}, meta: map[string]string{"zone": "zone-a", "region": "eu"}, want: "eu/zone-a"},
+		{name: "Polaris's empty keys, --eureka-region", cfg: Config{Region: "eu-west-1"}, meta: map[string]string{"zone": "", "region": " ", "campus": ""}, want: "eu-west-1"},
+		{name: "Polaris's empty keys, no region", meta: map[string]string{"zone": "", "region": "", "campus": ""}, want: ""},
+		{name: "region only", meta: map[string]string{"region": "eu"}, want: "eu"},
+		{name: "AWS zone in metadata", cfg: Config{Region: "eu-west-1"}, meta: map[string]string{"zone": "us-east-1b"}, want: "us-east-1/us-east-1b"},
+		{name: "GovCloud zone in metadata", meta: map[string]string{"zone": "us-gov-west-1a"}, want: "us-gov-west-1/us-gov-west-1a"},
+		{name: "AWS Local Zone in metadata", meta: map[string]string{"zone": "us-west-2-lax-1a"}, want: "us-west-2/us-west-2-lax-1a"},
+		{name: "GCP zone in metadata", meta: map[string]string{"zone": "europe-west1-b"}, want: "europe-west1/europe-west1-b"},
+		{name: "metadata region beats the zone's", meta: map[string]string{"zone": "us-east-1b", "region": "east"}, want: "east/us-east-1b"},
+		{name: "Amazon dataCenterInfo", cfg: Config{Region: "eu-west-1"}, dc: amazon("ap-southeast-2c"), meta: map[string]string{"zone": "zone-a", "region": "x"}, want: "ap-southeast-2/ap-southeast-2c"},
+		{name: "Amazon dataCenterInfo, odd zone, metadata region", dc: amazon("zz"), meta: map[string]string{"region": "x"}, want: "x/zz"},
+		{name: "Amazon dataCenterInfo, odd zone, no region", dc: amazon("zz"), want: ""},
+		{name: "other zone key", cfg: Config{ZoneKey: "az", Region: "r"}, meta: map[string]string{"az": "z1", "zone": "ignored"}, want: "r/z1"},
+		{name: "other region key", cfg: Config{RegionKey: "dc"}, meta: map[string]string{"zone": "z1", "dc": "dc1", "region": "ignored"}, want: "dc1/z1"},
+		{name: "a slash is no part", cfg: Config{Region: "r"}, meta: map[string]string{"zone": "a/b", "region": "x/y"}, want: "r"},
+		{name: "Spring zone-like names hold no region", meta: map[string]string{"zone": "zone1"}, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRegistry(t, tc.cfg)
+			in := upInstance("i-1", "10.0.0.1", 8080)
+			in.DataCenterInfo, in.Metadata = tc.dc, tc.meta
+			got := r.localityOf(&in)
+			if got != tc.want {
+				t.Errorf("locality %q, want %q", got, tc.want)
+			}
+			if strings.HasPrefix(got, "/") {
+				t.Errorf("locality %q has a zone without a region", got)
+			}
+		})
+	}
+	// Through the mapping: the instance's Locality.
+	r := newTestRegistry(t, Config{Region: "eu-west-1"})
+	in := upInstance("i-1", "10.0.0.1", 8080)
+	in.Metadata = map[string]string{"zone": "zone-a"}
+	m := r.mapApplication(&Application{Name: "ORDERS", Instances: []Instance{in}}, time.Now())
+	if !m.ok || m.svc.Instances[0].Locality != "eu-west-1/zone-a" {
+		t.Errorf("mapped %+v", m.svc.Instances)
+	}
+	if _, err := New(Config{URLs: []string{"http://127.0.0.1:8761/eureka"}, Region: "eu/west"}); err == nil || !strings.Contains(err.Error(), "--eureka-region") {
+		t.Errorf("--eureka-region eu/west: %v, want an error naming the flag", err)
+	}
+}
+
+func TestCloudRegion(t *testing.T) {
+	for zone, want := range map[string]string{
+		"us-east-1a": "us-east-1", "eu-central-1c": "eu-central-1", "ap-northeast-3a": "ap-northeast-3",
+		"us-gov-east-1b": "us-gov-east-1", "us-west-2-lax-1a": "us-west-2", "us-central1-a": "us-central1",
+		"northamerica-northeast1-c": "northamerica-northeast1",
+		"zone-a":                    "", "zone1": "", "us-east-1": "", "a": "", "": "", "US-EAST-1A": "", "eastus-1": "", "1": "",
+	} {
+		if got := cloudRegion(zone); got != want {
+			t.Errorf("cloudRegion(%q) = %q, want %q", zone, got, want)
+		}
+	}
+}

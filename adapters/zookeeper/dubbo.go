@@ -1,11 +1,14 @@
 package zookeeper
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -368,3 +371,105 @@ func withOverrides(e *endpoint, rules []override) *endpoint {
 }
 
 var _ layout = dubbo{}
+
+// merger is implemented by a layout whose instance nodes of one service must be merged before
+// they are served: Dubbo 2 registers one provider URL per protocol, so a host exporting an
+// interface over dubbo and tri has two nodes, which must be one endpoint (see mergeHosts).
+type merger interface {
+	merge(eps []*endpoint, labels *labelSets) []*endpoint
+}
+
+func (dubbo) merge(eps []*endpoint, labels *labelSets) []*endpoint { return mergeHosts(eps, labels) }
+
+// mergeHosts merges the providers of one service (interface, group, version) that share an
+// address into one endpoint, serving every port of their URLs. The providers come with the
+// operators' overrides applied, each to its own URL, so every port has its own health and
+// weight; a ServiceEntry endpoint serves every port of its ServiceEntry (istiod's
+// serviceentry/conversion.go makes one instance per endpoint and service port, on the number
+// of the endpoint's ports entry for it or else the service port's own), so the merge cannot
+// keep one port out of one host's endpoint, and decides for the host:
+//
+//   - ID: the ID of the provider with the smallest port number, <ip>:<port>: independent of
+//     the order the nodes were read in, the same as before for a host with one protocol.
+//   - health: Healthy when every port is; else the health of the smallest port that is not
+//     (Draining, in Dubbo 2). Fail closed: a port an operator disabled must get no traffic from
+//     the mesh, and the host's endpoint cannot leave that port alone, so the whole host is
+//     drained, its other ports too.
+//   - weight: the smallest weight its ports have, a port without one (URL and overrides) not
+//     counting; 0 (the core's default) when none has one. A weight lowered on one port is kept
+//     on that port, so on the host.
+//   - labels: the union of the URLs' labels; on a conflict, the smallest port's value.
+//   - ports: every port, in number order; Instance.Ports stays nil, since every Dubbo port is
+//     served on its own number (the model's default).
+//
+// eps is returned as it is when no two providers share an address.
+func mergeHosts(eps []*endpoint, labels *labelSets) []*endpoint {
+	byAddr := make(map[string]int, len(eps))
+	shared := false
+	for _, e := range eps {
+		byAddr[e.inst.Address]++
+		shared = shared || byAddr[e.inst.Address] > 1
+	}
+	if !shared {
+		return eps
+	}
+	groups := map[string][]*endpoint{}
+	out := make([]*endpoint, 0, len(byAddr))
+	for _, e := range eps {
+		if byAddr[e.inst.Address] == 1 {
+			out = append(out, e)
+			continue
+		}
+		groups[e.inst.Address] = append(groups[e.inst.Address], e)
+	}
+	for _, addr := range slices.Sorted(maps.Keys(groups)) {
+		out = append(out, mergeHost(groups[addr], labels))
+	}
+	return out
+}
+
+// mergeHost merges the providers of one address (at least two), by mergeHosts' rules.
+func mergeHost(group []*endpoint, labels *labelSets) *endpoint {
+	group = slices.Clone(group)
+	slices.SortFunc(group, func(a, b *endpoint) int {
+		if c := cmp.Compare(firstPort(a), firstPort(b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.inst.ID, b.inst.ID)
+	})
+	m := *group[0]
+	m.ports = nil
+	m.inst.Weight = 0
+	sameLabels := true
+	for _, e := range group {
+		m.ports = append(m.ports, e.ports...)
+		if m.inst.Health == model.Healthy && e.inst.Health != model.Healthy {
+			m.inst.Health = e.inst.Health
+		}
+		if w := e.inst.Weight; w != 0 && (m.inst.Weight == 0 || w < m.inst.Weight) {
+			m.inst.Weight = w
+		}
+		sameLabels = sameLabels && maps.Equal(e.inst.Labels, group[0].inst.Labels)
+	}
+	if !sameLabels {
+		union := map[string]string{}
+		for i := len(group) - 1; i >= 0; i-- { // the smallest port last: its values win
+			maps.Copy(union, group[i].inst.Labels)
+		}
+		m.inst.Labels = labels.intern(union)
+	}
+	return &m
+}
+
+// firstPort is the smallest port number of e (a Dubbo 2 provider has one).
+func firstPort(e *endpoint) uint32 {
+	var n uint32
+	for _, p := range e.ports {
+		if n == 0 || p.Number < n {
+			n = p.Number
+		}
+	}
+	return n
+}
+
+var _ merger = dubbo{}

@@ -6,6 +6,17 @@
 // <root>/<interface>/providers/<URL-encoded provider URL>, one service per interface, group and
 // version. See docs/adapters/zookeeper.md for the mapping rule by rule.
 //
+// Dubbo 2 registers one provider URL per protocol, so a host exporting an interface over tri and
+// dubbo has two nodes with one address: they are one instance serving both ports (mergeHosts),
+// with the ID of its smallest port, the union of the labels (the smallest port's value on a
+// conflict), the smallest weight given, and health Healthy only when every URL is. Operators'
+// overrides (configurators) are decided per URL, so per port; but a ServiceEntry endpoint serves
+// every port of its ServiceEntry (istiod's serviceentry/conversion.go makes an instance of each
+// endpoint for each service port, on the port its "ports" map gives or else the service port's
+// own number), so a host cannot be left out of one port alone: a host with a port disabled is
+// drained on all of them. That fails closed: a port an operator disabled gets no traffic from
+// the mesh, at the cost of the host's other ports.
+//
 // Watching costs what changes: a children watch on the root, a children watch per service and a
 // data watch per instance node, every one re-armed by re-reading the path it fired on, and
 // only that path. All events reach one queue through the client's event callback, so there is
@@ -1070,6 +1081,12 @@ func (w *watcher) build() {
 			ids[hd.Name][good.inst.ID] = id
 			eps[hd.Name] = append(eps[hd.Name], good)
 			hds[hd.Name] = hd
+		}
+		// Dubbo 2: the providers of one host (one URL per protocol) become one endpoint.
+		if m, ok := w.r.layout.(merger); ok {
+			for sn, list := range eps {
+				eps[sn] = m.merge(list, &s.labels)
+			}
 		}
 		if len(hds) == 0 && w.r.layout.readsData() {
 			hds[name] = hostData{Name: name, Namespace: ns} // Curator: report the removal

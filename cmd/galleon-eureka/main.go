@@ -39,6 +39,8 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.StringVar(&cfg.Address, "eureka-address", eureka.AddressIP, "endpoint address of an instance: ip (ipAddr) or hostname (hostName)")
 	fs.StringVar(&cfg.ProtocolKey, "eureka-protocol-key", eureka.DefaultProtocolKey, "metadata key naming the protocol of an instance's port (http, http2, grpc, tcp, ...; default HTTP)")
 	fs.StringVar(&cfg.ZoneKey, "eureka-zone-key", eureka.DefaultZoneKey, "metadata key of an instance's zone, the locality's zone when its dataCenterInfo has no availability-zone")
+	fs.StringVar(&cfg.RegionKey, "eureka-region-key", eureka.DefaultRegionKey, "metadata key of an instance's region, the locality's region")
+	fs.StringVar(&cfg.Region, "eureka-region", "", "region of the instances whose record names none (no metadata region, a zone such as zone-a that holds no cloud region, or no zone), as eureka.client.region; empty: those get no locality, never a zone without a region")
 	fs.DurationVar(&cfg.MaxLeaseAge, "max-lease-age", 0, "leave out instances whose last renewal is older than this, as a server in self-preservation keeps them UP (0: off; needs full listings every max-lease-age/2)")
 	fs.StringVar(&cfg.Namespace, "namespace", eureka.DefaultNamespace, "namespace of the ServiceEntries")
 	return func(env daemon.Env) (registry.Registry, error) {
