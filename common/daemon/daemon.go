@@ -97,6 +97,8 @@ type options struct {
 	rules          subset.Rules // read from the subsets file at start
 
 	// Addresses for hosts the registry gives none (internal/vip).
+	noEndpointsLabel bool
+
 	vipAllocate bool
 	vipRanges   []string
 	vipExclude  []string
@@ -129,6 +131,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
+	fs.BoolVar(&o.noEndpointsLabel, "no-endpoints-label", true, "label a STATIC ServiceEntry that has no endpoint galleon.io/endpoints=none, so that istiod 1.29 and older drop its last endpoint (one full push when a service loses its last endpoint, one when it gets one back); false when every istiod reading this source is 1.30 or later, which clear it themselves (docs/istiod-releases.md)")
 	fs.BoolVar(&o.vipAllocate, "vip-allocate", true, "give every served host that has no address from the registry one from --vip-ranges, the same in every replica and across restarts, so that its TCP ports get a listener of their own in each sidecar and DNS capture answers it (docs/vips.md); false: serve only the registry's addresses")
 	fs.StringSliceVar(&o.vipRanges, "vip-ranges", vip.DefaultRanges, "CIDR blocks allocated addresses come from: one IPv4 and, for dual-stack meshes, one IPv6; must not overlap any real network of the mesh")
 	fs.StringSliceVar(&o.vipExclude, "vip-exclude", vip.DefaultExclude, "CIDR blocks never allocated: istiod's own auto-allocation prefixes (PILOT_IP_AUTOALLOCATE_IPV4_PREFIX, _IPV6_PREFIX) by default; change it with them")
@@ -387,7 +390,7 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	pipe := pipeline.New(store, pipeline.Config{
 		VIPs:       vips,
 		Registry:   spec.Registry,
-		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold},
+		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold, OmitNoEndpointsLabel: !o.noEndpointsLabel},
 		Quiet:      o.quiet,
 		MaxDelay:   o.maxDelay,
 		Logger:     log,

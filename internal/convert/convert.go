@@ -97,6 +97,13 @@ type Options struct {
 	// and sending traffic everywhere beats sending it to a few survivors
 	// or nowhere. 0 = off.
 	PanicThresholdPercent int
+	// OmitNoEndpointsLabel leaves LabelNoEndpoints off. istiod 1.30 and
+	// later send a STATIC ServiceEntry's whole endpoint list as an EDS
+	// update, an empty one included (the krt rewrite of
+	// serviceentry/controller.go, pushServiceEndpointUpdates), so the
+	// label only costs them two full pushes per service that loses its
+	// last endpoint and gets one back. Only for sinks that are all 1.30+.
+	OmitNoEndpointsLabel bool
 }
 
 // Resource is one Istio config object ready to serve.
@@ -266,7 +273,7 @@ func (c *converter) convert() []Resource {
 		annotations[AnnotationRegistry] = svc.Registry
 	}
 	labels := SanitizeLabels(svc.Labels)
-	if c.opts.Mode == ModeServiceEntry && resolution == networking.ServiceEntry_STATIC && len(se.Endpoints) == 0 {
+	if c.opts.Mode == ModeServiceEntry && resolution == networking.ServiceEntry_STATIC && len(se.Endpoints) == 0 && !c.opts.OmitNoEndpointsLabel {
 		// istiod (1.29 and before) applies an update of a STATIC ServiceEntry's endpoints
 		// alone as an EDS update of the hosts the new endpoints belong to: when none is left,
 		// none is updated and proxies keep the last endpoint for good. A label change is a

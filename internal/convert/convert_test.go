@@ -467,17 +467,19 @@ func TestNoEndpointsLabel(t *testing.T) {
 		name string
 		svc  model.Service
 		mode Mode
+		omit bool
 		want bool
 	}{
-		{"endpoints", goodService(), ModeServiceEntry, false},
-		{"every instance unhealthy", unhealthy(goodService()), ModeServiceEntry, true},
-		{"no instance", none, ModeServiceEntry, true},
-		{"own labels kept", unhealthy(labelled), ModeServiceEntry, true},
-		{"DNS", dns, ModeServiceEntry, false},
-		{"WorkloadEntry mode", unhealthy(goodService()), ModeWorkloadEntry, false},
+		{"endpoints", goodService(), ModeServiceEntry, false, false},
+		{"every instance unhealthy", unhealthy(goodService()), ModeServiceEntry, false, true},
+		{"no instance", none, ModeServiceEntry, false, true},
+		{"own labels kept", unhealthy(labelled), ModeServiceEntry, false, true},
+		{"DNS", dns, ModeServiceEntry, false, false},
+		{"WorkloadEntry mode", unhealthy(goodService()), ModeWorkloadEntry, false, false},
+		{"omitted for istiod 1.30+", none, ModeServiceEntry, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs, err := Convert(tc.svc, Options{Mode: tc.mode})
+			rs, err := Convert(tc.svc, Options{Mode: tc.mode, OmitNoEndpointsLabel: tc.omit})
 			if err != nil {
 				t.Fatal(err)
 			}
