@@ -3,17 +3,23 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/test/istiod"
+	"github.com/galleon-mesh/galleon/test/sidecar"
 )
 
 // TestConsulToIstiod runs a real Consul agent, galleon-consul watching it
 // and a real istiod reading galleon-consul over MCP. Registry changes made
 // in Consul must reach istiod; a health flip must be an EDS-only update.
+// Throughout, a sidecar's view of istiod (test/sidecar) must resolve each
+// host to an address of its own (allocated, docs/vips.md) that reaches the
+// service's own cluster and instances: HTTP and gRPC by Host, and two TCP
+// services on port 5432 told apart by their addresses.
 func TestConsulToIstiod(t *testing.T) { istiod.ForEachRelease(t, testConsulToIstiod) }
 
 func testConsulToIstiod(t *testing.T, rel istiod.Release) {
@@ -29,7 +35,9 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 	}
 	api := consultest.Instance{Node: "node-9", NodeAddress: "10.20.0.9", ID: "api-1", Service: "api",
 		Address: "10.30.0.1", Port: 9090, Meta: map[string]string{"protocol": "grpc"}, Check: "passing"}
-	if err := consultest.Register(ctx, agent, []consultest.Instance{web(1, "passing"), web(2, "passing"), api}); err != nil {
+	// ledger is TCP on 5432, the port of db (registered later).
+	ledger := consultest.Instance{Node: "node-8", NodeAddress: "10.40.0.2", ID: "ledger-1", Service: "ledger", Port: 5432, Check: "passing"}
+	if err := consultest.Register(ctx, agent, []consultest.Instance{web(1, "passing"), web(2, "passing"), api, ledger}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -52,6 +60,9 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 		if m := endpointsOf("web", "10.20.0.1", "10.20.0.2")(ses); m != "" {
 			return m
 		}
+		if m := endpointsOf("ledger", "10.40.0.2")(ses); m != "" {
+			return m
+		}
 		return endpointsOf("api", "10.30.0.1")(ses)
 	})
 	if se := ses["consul/web"]; !slices.Equal(se.Spec.Hosts, []string{"web.service.consul"}) ||
@@ -61,6 +72,22 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+	// What a sidecar must see of each service (its host, port, protocol and instances).
+	webRoute := func(ips ...string) meshRoute {
+		return meshRoute{host: "web.service.consul", port: 8080, http: true, endpoints: portEndpoints(8080, ips...)}
+	}
+	apiRoute := meshRoute{host: "api.service.consul", port: 9090, http: true, endpoints: portEndpoints(9090, "10.30.0.1")}
+	ledgerRoute := meshRoute{host: "ledger.service.consul", port: 5432, endpoints: portEndpoints(5432, "10.40.0.2")}
+	dbRoute := meshRoute{host: "db.service.consul", port: 5432, endpoints: portEndpoints(5432, "10.40.0.1")}
+	_, addrs := expectRoutes(t, ctx, ist, "initial state", []meshRoute{webRoute("10.20.0.1", "10.20.0.2"), apiRoute, ledgerRoute})
+	// checkRoutes: the hosts seen so far keep their addresses.
+	checkRoutes := func(what string, routes ...meshRoute) *sidecar.View {
+		t.Helper()
+		v, got := expectRoutes(t, ctx, ist, what, withAddresses(routes, addrs))
+		maps.Copy(addrs, got)
+		return v
 	}
 
 	step := func(what string, change func() error, ok func(map[string]serviceEntry) string) float64 {
@@ -85,6 +112,7 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 	}, endpointsOf("web", "10.20.0.1")); full != 0 {
 		t.Errorf("a health flip caused %v full pushes in istiod, want 0 (EDS only)", full)
 	}
+	checkRoutes("web-2 critical", webRoute("10.20.0.1"), apiRoute, ledgerRoute)
 	// And back.
 	if full := step("web-2 passing again", func() error {
 		return consultest.Register(ctx, agent, []consultest.Instance{web(2, "passing")})
@@ -96,6 +124,7 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 		return consultest.Register(ctx, agent, []consultest.Instance{{Node: "node-9", ID: "db-1", Service: "db",
 			Address: "10.40.0.1", Port: 5432, Check: "passing"}})
 	}, endpointsOf("db", "10.40.0.1"))
+	checkRoutes("register db", webRoute("10.20.0.1", "10.20.0.2"), apiRoute, ledgerRoute, dbRoute)
 	// A deregistered service goes away.
 	step("deregister api", func() error {
 		return agent.Do(ctx, "PUT", "/v1/catalog/deregister", map[string]string{"Node": "node-9", "ServiceID": "api-1"}, nil)
@@ -105,4 +134,7 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 		}
 		return ""
 	})
+	if v := checkRoutes("deregister api", webRoute("10.20.0.1", "10.20.0.2"), ledgerRoute, dbRoute); v.Resolve(apiRoute.host) != nil {
+		t.Errorf("after api was deregistered NDS still resolves %s to %v", apiRoute.host, v.Resolve(apiRoute.host))
+	}
 }

@@ -26,6 +26,10 @@ const (
 	// ordersRenewEvery is how often the test renews its instances: Polaris drops an instance
 	// nobody renews about 90-100 s after it registered.
 	ordersRenewEvery = 10 * time.Second
+	// payments is a second application on the same port, one instance, there throughout.
+	paymentsKey  = "default/payments"
+	paymentsHost = "payments.eureka"
+	paymentsIP   = "10.61.0.1"
 )
 
 // ordersInstance is instance i of orders: id orders-<i>, at 10.60.0.<i>:8080, UP.
@@ -155,7 +159,9 @@ func metricLines(fams map[string]*dto.MetricFamily, name string) []string {
 // MCP. An instance taken OUT_OF_SERVICE and put back must be EDS-only updates in istiod. When
 // server A, the one galleon-eureka reads, crashes, galleon-eureka must go on with B without istiod
 // ever losing the service or one of its endpoints, and an instance registered only in B must
-// reach istiod.
+// reach istiod. Throughout, a sidecar's view of istiod (test/sidecar) must resolve orders and a
+// second application on the same port to addresses of their own (allocated, docs/vips.md),
+// which they keep, and route an HTTP request to each to its own cluster and instances.
 func TestEurekaToIstiod(t *testing.T) { istiod.ForEachRelease(t, testEurekaToIstiod) }
 
 func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
@@ -175,6 +181,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	for i := 1; i <= 3; i++ {
 		reps.register(t, ctx, ordersInstance(i), srvA, srvB)
 	}
+	reps.register(t, ctx, eurekatest.Instance{App: "payments", ID: "payments-1", IPAddr: paymentsIP, Port: ordersPort}, srvA, srvB)
 	// listed waits until every live server lists exactly the UP instances ids of orders.
 	listed := func(what string, ids ...string) {
 		t.Helper()
@@ -211,13 +218,16 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 			if m := shapeOf(ses[ordersKey]); m != "" {
 				return ordersKey + ": " + m
 			}
-			if len(ses) != 1 {
+			if m := endpointsAre(paymentsKey, paymentsIP)(ses); m != "" {
+				return m
+			}
+			if len(ses) != 2 {
 				keys := make([]string, 0, len(ses))
 				for k := range ses {
 					keys = append(keys, k)
 				}
 				slices.Sort(keys)
-				return fmt.Sprintf("istiod holds ServiceEntries %v, want %s alone", keys, ordersKey)
+				return fmt.Sprintf("istiod holds ServiceEntries %v, want %s and %s alone", keys, ordersKey, paymentsKey)
 			}
 			return ""
 		}
@@ -228,6 +238,17 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 		t.Fatal(err)
 	}
 	t.Logf("after initial sync: %+v", counters)
+
+	// A sidecar's view: orders and payments, both HTTP on 8080, each on an address of its own
+	// that it keeps (checkRoutes, with orders' current instances).
+	paymentsRoute := meshRoute{host: paymentsHost, port: ordersPort, http: true, endpoints: portEndpoints(ordersPort, paymentsIP)}
+	_, addrs := expectRoutes(t, ctx, ist, "initial state", []meshRoute{
+		{host: ordersHost, port: ordersPort, http: true, endpoints: portEndpoints(ordersPort, "10.60.0.1", "10.60.0.2", "10.60.0.3")}, paymentsRoute})
+	checkRoutes := func(what string, ips ...string) {
+		t.Helper()
+		expectRoutes(t, ctx, ist, what, withAddresses([]meshRoute{
+			{host: ordersHost, port: ordersPort, http: true, endpoints: portEndpoints(ordersPort, ips...)}, paymentsRoute}, addrs))
+	}
 
 	// change makes a change, waits until istiod's ServiceEntries satisfy ok and istiod has
 	// pushed, and returns the full pushes it caused.
@@ -254,6 +275,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	}, holds("10.60.0.1", "10.60.0.3")); full != 0 {
 		t.Errorf("an instance going OUT_OF_SERVICE caused %v full pushes in istiod, want 0 (EDS only)", full)
 	}
+	checkRoutes("orders-2 OUT_OF_SERVICE", "10.60.0.1", "10.60.0.3")
 	if full := change("orders-2 override removed (UP)", func() {
 		inEach(t, "removing orders-2's override", reps.all(), func(s *eurekatest.Server) error {
 			return s.ClearStatus(ctx, ordersApp, "orders-2")
@@ -332,6 +354,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	if !slices.Equal(proxyGot, want) {
 		t.Errorf("after the failover a sidecar connecting now is given endpoints %v for %s, want %v", proxyGot, ordersHost, want)
 	}
+	checkRoutes("after the failover", want...)
 
 	// galleon-eureka's own account: A down, B answering (/metrics); /debug/status names A
 	// degraded and is not stale.

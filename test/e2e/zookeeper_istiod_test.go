@@ -26,12 +26,15 @@ import (
 	"github.com/galleon-mesh/galleon/test/istiod"
 )
 
-// The Dubbo service of TestZooKeeperToIstiod: one interface, one version, no group.
+// The Dubbo service of TestZooKeeperToIstiod whose providers come and go: one interface, one
+// version, no group. A second one, stockIface, serves on the same port from the start to the end.
 const (
 	greetingIface   = "org.apache.demo.GreetingService"
 	greetingVersion = "1.0.0"
 	greetingDir     = "/dubbo/" + greetingIface
 	greetingPort    = 20880
+	stockIface      = "org.apache.demo.StockService"
+	stockDir        = "/dubbo/" + stockIface
 	// zkSessionTimeout is galleon-zookeeper's --zk-session-timeout: the server (tick 500ms)
 	// allows 1s to 10s.
 	zkSessionTimeout = 2 * time.Second
@@ -45,19 +48,31 @@ func greetingName() string {
 	return "org-apache-demo-greetingservice-1-0-0--" + hex.EncodeToString(sum[:])[:10]
 }
 
-// dubboProvider is the znode name a Dubbo 2 provider on ip registers under
+// stockName is stockIface's ServiceEntry name (interface, "", version 1.0.0), as greetingName.
+func stockName() string {
+	sum := sha256.Sum256([]byte(stockIface + "\x00" + "" + "\x00" + greetingVersion))
+	return "org-apache-demo-stockservice-1-0-0--" + hex.EncodeToString(sum[:])[:10]
+}
+
+// dubboProvider is the znode name a Dubbo 2 provider of greetingIface on ip registers under
 // /dubbo/<interface>/providers: its URL, URL-encoded (URL.encode in Dubbo, which is Java's
 // URLEncoder), with the parameters a Dubbo 2.7 provider writes.
 func dubboProvider(ip string) string {
+	return dubboProviderOf(greetingIface, "greeter", "greet,greetAsync", ip)
+}
+
+// dubboProviderOf is dubboProvider for interface iface (version greetingVersion, port
+// greetingPort) of application app.
+func dubboProviderOf(iface, app, methods, ip string) string {
 	q := url.Values{
 		"anyhost":     {"true"},
-		"application": {"greeter"},
+		"application": {app},
 		"deprecated":  {"false"},
 		"dubbo":       {"2.0.2"},
 		"dynamic":     {"true"},
 		"generic":     {"false"},
-		"interface":   {greetingIface},
-		"methods":     {"greet,greetAsync"},
+		"interface":   {iface},
+		"methods":     {methods},
 		"pid":         {"4242"},
 		"release":     {"2.7.23"},
 		"side":        {"provider"},
@@ -65,7 +80,7 @@ func dubboProvider(ip string) string {
 		"version":     {greetingVersion},
 		"weight":      {"100"},
 	}
-	return url.QueryEscape(fmt.Sprintf("dubbo://%s:%d/%s?%s", ip, greetingPort, greetingIface, q.Encode()))
+	return url.QueryEscape(fmt.Sprintf("dubbo://%s:%d/%s?%s", ip, greetingPort, iface, q.Encode()))
 }
 
 // proxyEndpoints asks istiod, as a newly connected sidecar would (plain-text xDS, one EDS
@@ -122,7 +137,10 @@ func (zkQuietLogger) Printf(string, ...any) {}
 // joining and leaving must be EDS-only updates in istiod; an expiry of the adapter's ZooKeeper
 // session, with providers changing meanwhile, must converge without istiod ever losing the
 // service or all its endpoints; the last provider leaving keeps the ServiceEntry with no
-// endpoints, and deleting the interface removes it.
+// endpoints, and deleting the interface removes it. Throughout, a sidecar's view of istiod
+// (test/sidecar) must tell the two interfaces served on port 20880 apart: each host resolves to
+// an address of its own (allocated, docs/vips.md), which it keeps, and which reaches the
+// service's own providers; istiod reports no listener conflict.
 func TestZooKeeperToIstiod(t *testing.T) { istiod.ForEachRelease(t, testZooKeeperToIstiod) }
 
 func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
@@ -155,6 +173,20 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 			t.Fatalf("provider %s: %v", ip, err)
 		}
 	}
+	// A second interface on the same port, its providers there for the whole test: one on a
+	// host of its own, one in the same application process as greeting's 10.40.0.1 (one Dubbo
+	// protocol port serves every interface the process exports).
+	for _, p := range []string{stockDir, stockDir + "/providers", stockDir + "/consumers", stockDir + "/configurators", stockDir + "/routers"} {
+		if _, err := zc.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %s: %v", p, err)
+		}
+	}
+	for _, ip := range []string{"10.41.0.1", "10.40.0.1"} {
+		if _, err := zc.Create(stockDir+"/providers/"+dubboProviderOf(stockIface, "stock", "reserve,release", ip), nil,
+			zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatalf("%s provider %s: %v", stockIface, ip, err)
+		}
+	}
 	// A consumer, as Dubbo registers it: not an instance (and not under providers anyway).
 	consumer := url.QueryEscape("consumer://10.40.9.9/" + greetingIface + "?application=caller&category=consumers&side=consumer&version=" + greetingVersion)
 	if _, err := zc.Create(greetingDir+"/consumers/"+consumer, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
@@ -169,8 +201,14 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	name := greetingName()
 	key := "default/" + name
 	host := name + ".default.dubbo"
+	stockKey := "default/" + stockName()
+	stockHost := stockName() + ".default.dubbo"
 	ses := waitForServiceEntries(t, ctx, ist, "initial state", func(ses map[string]serviceEntry) string {
-		if m := endpointsAre(key, "10.40.0.1", "10.40.0.2")(ses); m != "" {
+		m := endpointsAre(key, "10.40.0.1", "10.40.0.2")(ses)
+		if m == "" {
+			m = endpointsAre(stockKey, "10.40.0.1", "10.41.0.1")(ses)
+		}
+		if m != "" {
 			var dubbo []string
 			for k, se := range ses {
 				if slices.ContainsFunc(se.Spec.Hosts, func(h string) bool { return strings.HasSuffix(h, ".dubbo") }) {
@@ -179,8 +217,8 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 			}
 			return fmt.Sprintf("%s (ServiceEntries with a .dubbo host: %v)", m, dubbo)
 		}
-		if len(ses) != 1 {
-			return fmt.Sprintf("%d ServiceEntries, want 1", len(ses))
+		if len(ses) != 2 {
+			return fmt.Sprintf("%d ServiceEntries, want 2", len(ses))
 		}
 		return ""
 	})
@@ -201,6 +239,10 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	se := ses[key]
 	if m := shapeOf(se); m != "" {
 		t.Errorf("%s: %s", key, m)
+	}
+	if st := ses[stockKey]; !slices.Equal(st.Spec.Hosts, []string{stockHost}) || len(st.Spec.Ports) != 1 ||
+		st.Spec.Ports[0].Number != greetingPort || st.Spec.Ports[0].Protocol != "TCP" {
+		t.Errorf("%s: hosts %v ports %+v, want [%s] and one TCP port %d", stockKey, st.Spec.Hosts, st.Spec.Ports, stockHost, greetingPort)
 	}
 	// The provider URL's parameters: weight, and the labels the adapter copies.
 	var raw struct {
@@ -223,7 +265,24 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	lastPush := time.Now()
 	t.Logf("after initial sync: %+v", counters)
+
+	// A sidecar's view: both interfaces on 20880, each on its own allocated address, which it
+	// keeps from then on (checkRoutes with the greeting service's current providers).
+	stockRoute := meshRoute{host: stockHost, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.41.0.1")}
+	_, addrs := expectRoutes(t, ctx, ist, "initial state", []meshRoute{
+		{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.40.0.2")}, stockRoute})
+	checkRoutes := func(what string, providers ...string) {
+		t.Helper()
+		expectRoutes(t, ctx, ist, what, withAddresses([]meshRoute{
+			{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, providers...)}, stockRoute}, addrs))
+	}
+	// No listener conflict, 0.0.0.0_20880 or any other (istiod publishes its push status up
+	// to 10 s late: see listenerConflicts).
+	if c := listenerConflicts(t, ctx, ist, lastPush, "both interfaces on 20880", func(map[string]map[string]string) bool { return true }); len(c) > 0 {
+		t.Errorf("istiod reports listener conflicts: %v", c)
+	}
 
 	// holds is what every look at istiod must find while providers change: the ServiceEntry,
 	// its shape, and the given endpoints.
@@ -283,6 +342,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if full := step("provider 10.40.0.2 is back", func() error { return join("10.40.0.2") }, "10.40.0.1", "10.40.0.2"); full != 0 {
 		t.Errorf("a provider joining caused %v full pushes in istiod, want 0 (EDS only)", full)
 	}
+	checkRoutes("provider 10.40.0.2 left and came back", "10.40.0.1", "10.40.0.2")
 
 	// 4. The adapter's session expires while providers change: galleon-zookeeper is stopped
 	// (SIGSTOP) until ZooKeeper has expired its session, 10.40.0.2 leaves and 10.40.0.3 joins
@@ -391,6 +451,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 		t.Errorf("a session expiry with a provider change caused %v full pushes in istiod, want 0 (EDS only)", full)
 	}
 	proxyGets("after the session expiry", "10.40.0.1", "10.40.0.3")
+	checkRoutes("after the session expiry", "10.40.0.1", "10.40.0.3")
 	// The expiry really happened, and the adapter relisted on a new session.
 	for _, line := range []string{"ZooKeeper session expired", "relisting every service on the new session"} {
 		deadline := time.Now().Add(10 * time.Second)
@@ -422,6 +483,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if se := waitForServiceEntries(t, ctx, ist, "no endpoint: labelled", holds())[key]; se.Labels["galleon.io/endpoints"] != "none" {
 		t.Errorf("the ServiceEntry without endpoints has labels %v, want galleon.io/endpoints=none", se.Labels)
 	}
+	checkRoutes("no provider left") // the host keeps its address; its cluster has no endpoint
 	// One comes back (the label goes: a full push again), and leaves again.
 	if full := step("provider 10.40.0.1 is back", func() error { return join("10.40.0.1") }, "10.40.0.1"); full != 1 {
 		t.Errorf("the first provider coming back caused %v full pushes in istiod, want 1 (the label removed)", full)
@@ -442,12 +504,16 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 		if _, ok := ses[key]; ok {
 			return key + " still held"
 		}
-		if len(ses) != 0 {
-			return fmt.Sprintf("%d ServiceEntries left, want none", len(ses))
+		if len(ses) != 1 {
+			return fmt.Sprintf("%d ServiceEntries left, want %s alone", len(ses), stockKey)
 		}
-		return ""
+		return endpointsAre(stockKey, "10.40.0.1", "10.41.0.1")(ses)
 	}); full < 1 {
 		t.Errorf("removing the service caused %v full pushes in istiod, want >= 1", full)
 	}
 	proxyGets("interface node deleted")
+	// The other interface is untouched, and DNS capture no longer answers the removed host.
+	if v, _ := expectRoutes(t, ctx, ist, "interface node deleted", withAddresses([]meshRoute{stockRoute}, addrs)); v.Resolve(host) != nil {
+		t.Errorf("after its interface was deleted NDS still resolves %s to %v", host, v.Resolve(host))
+	}
 }
