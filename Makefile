@@ -36,15 +36,17 @@ unit: deps consul eureka zookeeper ## unit and protocol tests of the main module
 	cd docs/example-adapter && $(GO) test -race -count=1 ./...
 	cd scripts/tools/buildshare && $(GO) test -count=1 ./...
 
-# The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.31-dev starts only
-# with a Kubernetes API server, which the harness runs for it (test/kube).
-E2E_ISTIOD_RELEASES ?= 1.29.2,1.31-dev
+# The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.30-b01690e (the 1.30
+# line as the module proxy serves it) and 1.31-dev start only with a Kubernetes API server, which
+# the harness runs for them (test/kube).
+E2E_ISTIOD_RELEASES ?= 1.29.2,1.30-b01690e,1.31-dev
 # -parallel 4: the registry outage tests (a minute each, file and Consul, per release) are the
 # only parallel tests there, and they spend their minute waiting; go test's default of one per
 # core ran them two by two.
 
-istiod: ## build and cache pilot-discovery 1.29.2 and 1.31-dev from the Go module proxy (once; 3 and 10 min cold on two cores)
+istiod: ## build and cache pilot-discovery 1.29.2, 1.30-b01690e and 1.31-dev from the Go module proxy (once; 3, 5 and 10 min cold on two cores)
 	scripts/istiod.sh build >/dev/null
+	scripts/istiod.sh build 1.30-b01690e >/dev/null
 	scripts/istiod.sh build 1.31-dev >/dev/null
 
 kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go module proxy (one module with istiod 1.31-dev, scripts/tools/kubernetes), and fetch the ServiceMonitor CRD (once)

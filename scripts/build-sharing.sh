@@ -21,6 +21,7 @@ builds=(
 	"galleon (unit tests)=$REPO_DIR=test:./..."
 	"consul=$REPO_DIR/scripts/tools/consul=github.com/hashicorp/consul"
 	"pilot-discovery (test/go.mod)=$REPO_DIR/test=istio.io/istio/pilot/cmd/pilot-discovery"
+	"pilot-discovery (scripts/tools/istiod-1.30)=$REPO_DIR/scripts/tools/istiod-1.30=istio.io/istio/pilot/cmd/pilot-discovery"
 	"test module (e2e)=$REPO_DIR/test=test:./..."
 	"pilot-discovery (scripts/tools/kubernetes)=$kube=istio.io/istio/pilot/cmd/pilot-discovery"
 	"kube-apiserver=$kube=k8s.io/kubernetes/cmd/kube-apiserver"

@@ -24,6 +24,12 @@ RELEASES=(
 	# The 1.31 development line: it cannot start without a Kubernetes API server, which the e2e
 	# harness then starts for it (test/istiod Release.NeedsKubernetes, test/kube).
 	"1.31-dev|scripts/tools/kubernetes|v0.0.0-20260827124520-eed52ebb66ad|eed52ebb66ad|"
+	# Istio 1.30 as the proxy serves it: commit b01690e6db7d on master, 10 days after release-1.30
+	# branched, whose pilot/pkg/serviceregistry/serviceentry, pilot/pkg/xds/discovery.go,
+	# pilot/pkg/model/push_context.go and pilot/pkg/bootstrap are the 1.30.0 tag's, byte for byte
+	# (the 1.30.x release commits answer 403; docs/istiod-releases.md). Needs a Kubernetes API
+	# server, like 1.31-dev. No other spelling: the commit has no tag.
+	"1.30-b01690e|scripts/tools/istiod-1.30|v0.0.0-20260423205519-b01690e6db7d|b01690e6db7d|"
 )
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -90,8 +96,11 @@ build_pilot_discovery() {
 			fi
 		done
 	fi
-	galleon_go_failure istiod.sh "$log" "$tried" \
-		"retry later, or set GALLEON_PILOT_DISCOVERY to a pilot-discovery $REL binary"
+	# GALLEON_PILOT_DISCOVERY replaces the default release only; another release's binary is given
+	# to the tests in GALLEON_ISTIOD_RELEASES (test/istiod/releases.go).
+	local instead="set GALLEON_PILOT_DISCOVERY to a pilot-discovery $REL binary"
+	[[ "$REL" != "$DEFAULT_RELEASE" ]] && instead="give the tests a pilot-discovery $REL binary: GALLEON_ISTIOD_RELEASES=$REL=/path/to/pilot-discovery"
+	galleon_go_failure istiod.sh "$log" "$tried" "retry later, or $instead"
 	return 1
 }
 
@@ -127,8 +136,10 @@ releases)
 tidy)
 	release_fields "$release"
 	cd "$MODDIR"
-	# The checksum database answers 404 for github.com/openshift/api.
-	GONOSUMDB=github.com/openshift/api GOFLAGS=-mod=mod go mod tidy
+	# The checksum database answers 404 for github.com/openshift/api, and for the 1.30 line's
+	# pins of github.com/agentgateway/agentgateway/api and github.com/envoyproxy/go-control-plane/contrib
+	# (2026-11-26); builds need no checksum database, go.sum is committed.
+	GONOSUMDB=github.com/openshift/api,github.com/agentgateway/agentgateway/api,github.com/envoyproxy/go-control-plane/contrib GOFLAGS=-mod=mod go mod tidy
 	check_pin
 	;;
 *) usage ;;

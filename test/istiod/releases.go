@@ -32,11 +32,15 @@ func (r Release) NeedsKubernetes() bool { return r.minor() >= 30 }
 
 // PushContextEveryPush reports whether this istiod builds a push context for every push, EDS-only
 // ones included, so that pilot_pushcontext_init_seconds no longer counts full pushes: the 1.31
-// development line dropped PushRequest.Full (pilot/pkg/xds/discovery.go Push; PushContext
-// InitContext updates the old context incrementally from ConfigsUpdated). Seen on 1.31-dev;
-// assumed from 1.30 on, like NeedsKubernetes. FullPushes then counts what istiod logs for
-// every push request that carries anything but endpoints (see FullPushes).
-func (r Release) PushContextEveryPush() bool { return r.minor() >= 30 }
+// development line dropped PushRequest.Full (istio commit 3dcae099a42, "Remove concept of full
+// push", master 2026-05-04, after release-1.30 branched; in 1.31-dev's pilot/pkg/xds/discovery.go
+// Push builds one unconditionally, PushContext InitContext updating the old context incrementally
+// from ConfigsUpdated). FullPushes then counts what istiod logs for every push request that
+// carries anything but endpoints (see FullPushes). The 1.30 line keeps PushRequest.Full: its
+// pilot/pkg/xds/discovery.go:289-294 (1.30.0, 1.30.3 and 1.30-b01690e alike) returns from Push
+// before initPushContext when !req.Full, so pilot_pushcontext_init_seconds counts full pushes
+// there, as on 1.29. Hence from 1.31 on.
+func (r Release) PushContextEveryPush() bool { return r.minor() >= 31 }
 
 // minor is the minor version in the release's name ("1.31-dev" -> 31), or -1 when the name is
 // not "1.<minor>...".
@@ -64,6 +68,7 @@ func (r Release) minor() int {
 // RELEASES in scripts/istiod.sh.
 var knownModuleVersions = map[string]string{
 	"v0.0.0-20260409200358-0c774325b938": "1.29.2",
+	"v0.0.0-20260423205519-b01690e6db7d": "1.30-b01690e",
 	"v0.0.0-20260827124520-eed52ebb66ad": "1.31-dev",
 }
 

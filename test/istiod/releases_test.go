@@ -18,6 +18,21 @@ func TestNeedsKubernetes(t *testing.T) {
 	}
 }
 
+// PushContextEveryPush is keyed on 1.31: the 1.30 line still has PushRequest.Full (releases.go).
+func TestPushContextEveryPush(t *testing.T) {
+	for name, want := range map[string]bool{
+		"1.29.2": false, "1.30.0": false, "1.30-b01690e": false, "1.31-dev": true, "1.31": true,
+		"mine": false,
+	} {
+		if got := (Release{Name: name}).PushContextEveryPush(); got != want {
+			t.Errorf("Release{%q}.PushContextEveryPush() = %v, want %v", name, got, want)
+		}
+	}
+	if got := moduleVersionOf("1.30-b01690e"); got != "v0.0.0-20260423205519-b01690e6db7d" {
+		t.Errorf("moduleVersionOf(1.30-b01690e) = %q", got)
+	}
+}
+
 func TestResolveReleases(t *testing.T) {
 	dir := t.TempDir()
 	exe := func(name string) string {
