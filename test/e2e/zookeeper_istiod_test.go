@@ -194,8 +194,14 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	}
 
 	// 2. galleon-zookeeper and istiod.
-	g := startGalleon(t, bin, "--zk-servers", server.Addr(), "--zk-layout", "dubbo",
-		"--zk-session-timeout", zkSessionTimeout.String(), "--zk-unreachable-after", "1s", "--debounce-quiet", "20ms")
+	args := []string{"--zk-servers", server.Addr(), "--zk-layout", "dubbo",
+		"--zk-session-timeout", zkSessionTimeout.String(), "--zk-unreachable-after", "1s", "--debounce-quiet", "20ms"}
+	// The last-endpoint label only where istiod needs it (step 5).
+	labelled := !rel.ClearsLastEndpoint()
+	if !labelled {
+		args = append(args, "--no-endpoints-label=false")
+	}
+	g := startGalleon(t, bin, args...)
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	name := greetingName()
@@ -474,22 +480,28 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	// The last provider leaving. istiod 1.29 applies an update of a STATIC ServiceEntry's
 	// endpoints alone as an EDS update of the new endpoints' hosts, of which there are none
 	// (pilot/pkg/serviceregistry/serviceentry/controller.go, serviceEntryHandler -> edsUpdate),
-	// so it would keep the last provider for good. Galleon labels a ServiceEntry with no
+	// so it would keep the last provider for good. There Galleon labels a ServiceEntry with no
 	// endpoint (convert.LabelNoEndpoints): a service change, one full push, and istiod rebuilds
-	// the service's endpoints to none. A sidecar must then get none.
-	if full := step("last provider 10.40.0.1 leaves", func() error { return leave("10.40.0.1") }); full != 1 {
-		t.Errorf("the last provider leaving caused %v full pushes in istiod, want 1 (the label that makes istiod clear the endpoints)", full)
+	// the service's endpoints to none. From 1.30 istiod sends the empty list itself, so Galleon
+	// runs with --no-endpoints-label=false and each flip is EDS-only. Either way a sidecar must
+	// then get none.
+	wantFull, why := 0.0, "EDS only: this istiod clears the last endpoint itself"
+	if labelled {
+		wantFull, why = 1, "the label that makes istiod clear the endpoints"
 	}
-	if se := waitForServiceEntries(t, ctx, ist, "no endpoint: labelled", holds())[key]; se.Labels["galleon.io/endpoints"] != "none" {
-		t.Errorf("the ServiceEntry without endpoints has labels %v, want galleon.io/endpoints=none", se.Labels)
+	if full := step("last provider 10.40.0.1 leaves", func() error { return leave("10.40.0.1") }); full != wantFull {
+		t.Errorf("the last provider leaving caused %v full pushes in istiod, want %v (%s)", full, wantFull, why)
+	}
+	if se := waitForServiceEntries(t, ctx, ist, "no endpoint", holds())[key]; (se.Labels["galleon.io/endpoints"] == "none") != labelled {
+		t.Errorf("the ServiceEntry without endpoints has labels %v; galleon.io/endpoints=none wanted: %v", se.Labels, labelled)
 	}
 	checkRoutes("no provider left") // the host keeps its address; its cluster has no endpoint
-	// One comes back (the label goes: a full push again), and leaves again.
-	if full := step("provider 10.40.0.1 is back", func() error { return join("10.40.0.1") }, "10.40.0.1"); full != 1 {
-		t.Errorf("the first provider coming back caused %v full pushes in istiod, want 1 (the label removed)", full)
+	// One comes back (with the label, it goes: a full push again), and leaves again.
+	if full := step("provider 10.40.0.1 is back", func() error { return join("10.40.0.1") }, "10.40.0.1"); full != wantFull {
+		t.Errorf("the first provider coming back caused %v full pushes in istiod, want %v (%s)", full, wantFull, why)
 	}
-	if full := step("last provider 10.40.0.1 leaves again", func() error { return leave("10.40.0.1") }); full != 1 {
-		t.Errorf("the last provider leaving caused %v full pushes in istiod, want 1", full)
+	if full := step("last provider 10.40.0.1 leaves again", func() error { return leave("10.40.0.1") }); full != wantFull {
+		t.Errorf("the last provider leaving again caused %v full pushes in istiod, want %v (%s)", full, wantFull, why)
 	}
 	if full := change("interface node deleted", func() error {
 		// Children first, as zkCli's deleteall does.

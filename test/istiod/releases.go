@@ -42,6 +42,15 @@ func (r Release) NeedsKubernetes() bool { return r.minor() >= 30 }
 // there, as on 1.29. Hence from 1.31 on.
 func (r Release) PushContextEveryPush() bool { return r.minor() >= 31 }
 
+// ClearsLastEndpoint reports whether this istiod applies an update that leaves a STATIC
+// ServiceEntry without endpoints as an EDS update to none, so that Galleon's last-endpoint label
+// (--no-endpoints-label) only costs it full pushes: from 1.30 the serviceentry controller is krt
+// based and pushServiceEndpointUpdates sends each host's whole endpoint list, an empty one
+// included (pilot/pkg/serviceregistry/serviceentry/controller.go at 1.30-b01690e and 1.31-dev;
+// 1.30.0's file is the same). 1.29 updates only the hosts of the new endpoints, of which there
+// are none, and keeps the last endpoint.
+func (r Release) ClearsLastEndpoint() bool { return r.minor() >= 30 }
+
 // minor is the minor version in the release's name ("1.31-dev" -> 31), or -1 when the name is
 // not "1.<minor>...".
 func (r Release) minor() int {
