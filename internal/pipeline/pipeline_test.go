@@ -13,7 +13,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 	mcp "istio.io/api/mcp/v1alpha1"
-	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
@@ -71,24 +70,16 @@ func waitSeq(t *testing.T, store *snapshot.Store, seq uint64) *snapshot.Snapshot
 
 func endpoints(t *testing.T, snap *snapshot.Snapshot, name string) []string {
 	t.Helper()
-	r := snap.Collection(snapshot.ServiceEntry).Get(name)
-	if r == nil {
+	if snap.Collection(snapshot.ServiceEntry).Get(name) == nil {
 		return nil
 	}
-	var res mcp.Resource
-	var se networking.ServiceEntry
-	if err := proto.Unmarshal(r.MCP(), &res); err != nil {
-		t.Fatal(err)
-	}
-	if err := proto.Unmarshal(res.Body.Value, &se); err != nil {
-		t.Fatal(err)
-	}
+	se := serviceEntry(t, snap, name)
 	var out []string
 	for _, e := range se.Endpoints {
 		out = append(out, e.Address)
 	}
 	if len(se.Hosts) == 0 || len(se.Ports) == 0 {
-		t.Fatalf("%s decoded without hosts or ports: %v", name, &se)
+		t.Fatalf("%s decoded without hosts or ports: %v", name, se)
 	}
 	return out
 }

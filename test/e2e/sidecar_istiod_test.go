@@ -296,12 +296,8 @@ func hasServiceEntries(reg fileRegistry) func(map[string]serviceEntry) string {
 				want = append(want, i.Address)
 			}
 			sort.Strings(want)
-			se, ok := ses[key]
-			if !ok {
-				return key + " missing"
-			}
-			if got := se.endpoints(); !slices.Equal(got, want) {
-				return fmt.Sprintf("%s endpoints %v, want %v", key, got, want)
+			if msg := endpointsAre(key, want...)(ses); msg != "" {
+				return msg
 			}
 		}
 		return ""
