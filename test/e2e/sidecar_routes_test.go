@@ -63,7 +63,7 @@ func routeMismatches(v *sidecar.View, routes []meshRoute) (wrong []string, addrs
 		}
 		if len(ips) == 1 {
 			addrs[r.host] = ips[0]
-			if other, dup := owner[ips[0]]; dup {
+			if other, dup := owner[ips[0]]; dup && other != r.host { // a host listed once per port
 				wrong = append(wrong, fmt.Sprintf("%s and %s share the address %s", other, r.host, ips[0]))
 			}
 			owner[ips[0]] = r.host

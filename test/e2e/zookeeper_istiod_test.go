@@ -83,6 +83,20 @@ func dubboProviderOf(iface, app, methods, ip string) string {
 	return url.QueryEscape(fmt.Sprintf("dubbo://%s:%d/%s?%s", ip, greetingPort, iface, q.Encode()))
 }
 
+// stockTriPort is where stockIface's providers also export it over Triple, as Dubbo 3 processes
+// do beside the dubbo protocol: one provider URL per protocol, one endpoint per host.
+const stockTriPort = 50051
+
+// triProviderOf is the Triple twin of dubboProviderOf's URL.
+func triProviderOf(iface, app, methods, ip string) string {
+	u, err := url.QueryUnescape(dubboProviderOf(iface, app, methods, ip))
+	if err != nil {
+		panic(err)
+	}
+	u = strings.Replace(u, fmt.Sprintf("dubbo://%s:%d/", ip, greetingPort), fmt.Sprintf("tri://%s:%d/", ip, stockTriPort), 1)
+	return url.QueryEscape(u)
+}
+
 // proxyEndpoints asks istiod, as a newly connected sidecar would (plain-text xDS, one EDS
 // request), for the endpoints of cluster, and returns their addresses, sorted.
 func proxyEndpoints(ctx context.Context, ist *istiod.Istiod, cluster string) ([]string, error) {
@@ -182,9 +196,10 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 		}
 	}
 	for _, ip := range []string{"10.41.0.1", "10.40.0.1"} {
-		if _, err := zc.Create(stockDir+"/providers/"+dubboProviderOf(stockIface, "stock", "reserve,release", ip), nil,
-			zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-			t.Fatalf("%s provider %s: %v", stockIface, ip, err)
+		for _, u := range []string{dubboProviderOf(stockIface, "stock", "reserve,release", ip), triProviderOf(stockIface, "stock", "reserve,release", ip)} {
+			if _, err := zc.Create(stockDir+"/providers/"+u, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+				t.Fatalf("%s provider %s: %v", stockIface, ip, err)
+			}
 		}
 	}
 	// A consumer, as Dubbo registers it: not an instance (and not under providers anyway).
@@ -246,9 +261,11 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if m := shapeOf(se); m != "" {
 		t.Errorf("%s: %s", key, m)
 	}
-	if st := ses[stockKey]; !slices.Equal(st.Spec.Hosts, []string{stockHost}) || len(st.Spec.Ports) != 1 ||
-		st.Spec.Ports[0].Number != greetingPort || st.Spec.Ports[0].Protocol != "TCP" {
-		t.Errorf("%s: hosts %v ports %+v, want [%s] and one TCP port %d", stockKey, st.Spec.Hosts, st.Spec.Ports, stockHost, greetingPort)
+	// Four provider URLs, two per host (dubbo and tri): two endpoints, each serving both ports.
+	if st := ses[stockKey]; !slices.Equal(st.Spec.Hosts, []string{stockHost}) || len(st.Spec.Ports) != 2 ||
+		st.Spec.Ports[0].Number != greetingPort || st.Spec.Ports[0].Protocol != "TCP" ||
+		st.Spec.Ports[1].Number != stockTriPort || st.Spec.Ports[1].Protocol != "GRPC" {
+		t.Errorf("%s: hosts %v ports %+v, want [%s], TCP port %d and GRPC port %d", stockKey, st.Spec.Hosts, st.Spec.Ports, stockHost, greetingPort, stockTriPort)
 	}
 	// The provider URL's parameters: weight, and the labels the adapter copies.
 	var raw struct {
@@ -276,13 +293,17 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 
 	// A sidecar's view: both interfaces on 20880, each on its own allocated address, which it
 	// keeps from then on (checkRoutes with the greeting service's current providers).
-	stockRoute := meshRoute{host: stockHost, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.41.0.1")}
-	_, addrs := expectRoutes(t, ctx, ist, "initial state", []meshRoute{
-		{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.40.0.2")}, stockRoute})
+	// Each stock host sits once in each port's cluster (one endpoint per host, not per URL).
+	stockRoutes := []meshRoute{
+		{host: stockHost, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.41.0.1")},
+		{host: stockHost, port: stockTriPort, http: true, endpoints: portEndpoints(stockTriPort, "10.40.0.1", "10.41.0.1")},
+	}
+	_, addrs := expectRoutes(t, ctx, ist, "initial state", append([]meshRoute{
+		{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, "10.40.0.1", "10.40.0.2")}}, stockRoutes...))
 	checkRoutes := func(what string, providers ...string) {
 		t.Helper()
-		expectRoutes(t, ctx, ist, what, withAddresses([]meshRoute{
-			{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, providers...)}, stockRoute}, addrs))
+		expectRoutes(t, ctx, ist, what, withAddresses(append([]meshRoute{
+			{host: host, port: greetingPort, endpoints: portEndpoints(greetingPort, providers...)}}, stockRoutes...), addrs))
 	}
 	// No listener conflict, 0.0.0.0_20880 or any other (istiod publishes its push status up
 	// to 10 s late: see listenerConflicts).
@@ -525,7 +546,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	}
 	proxyGets("interface node deleted")
 	// The other interface is untouched, and DNS capture no longer answers the removed host.
-	if v, _ := expectRoutes(t, ctx, ist, "interface node deleted", withAddresses([]meshRoute{stockRoute}, addrs)); v.Resolve(host) != nil {
+	if v, _ := expectRoutes(t, ctx, ist, "interface node deleted", withAddresses(stockRoutes, addrs)); v.Resolve(host) != nil {
 		t.Errorf("after its interface was deleted NDS still resolves %s to %v", host, v.Resolve(host))
 	}
 }
