@@ -63,14 +63,13 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 		}
 		if was != "" {
 			delete(p.addressed, key)
-			if p.users[was]--; p.users[was] == 0 {
-				delete(p.users, was)
+			if p.users.drop(was) {
 				remove = append(remove, was)
 			}
 		}
 		if now != "" {
 			p.addressed[key] = now
-			if p.users[now]++; p.users[now] == 1 {
+			if p.users.add(now) {
 				add = append(add, now)
 			}
 		}
@@ -110,8 +109,8 @@ func (p *Pipeline) allocate(work map[model.ServiceKey]*model.Service) {
 		unplaced = max(unplaced, pool.Unplaced())
 	}
 	p.metrics.addressedHosts.Set(float64(pools[0].Len() - pools[0].Unplaced()))
-	if was := p.metrics.unaddressed; unplaced != was {
-		p.metrics.unaddressed = unplaced
+	if unplaced != p.unaddressed {
+		p.unaddressed = unplaced
 		p.metrics.unaddressedHosts.Set(float64(unplaced))
 		if unplaced > 0 {
 			p.log.Warn("address range full: hosts served without an allocated address (widen --vip-ranges)", "hosts", unplaced)
@@ -147,18 +146,13 @@ func (p *Pipeline) reserveGiven(key model.ServiceKey, svc *model.Service, reserv
 		return reserve, release
 	}
 	for _, addr := range now {
-		if !slices.Contains(was, addr) {
-			if p.givenUsers[addr]++; p.givenUsers[addr] == 1 {
-				reserve = append(reserve, addr)
-			}
+		if !slices.Contains(was, addr) && p.givenUsers.add(addr) {
+			reserve = append(reserve, addr)
 		}
 	}
 	for _, addr := range was {
-		if !slices.Contains(now, addr) {
-			if p.givenUsers[addr]--; p.givenUsers[addr] == 0 {
-				delete(p.givenUsers, addr)
-				release = append(release, addr)
-			}
+		if !slices.Contains(now, addr) && p.givenUsers.drop(addr) {
+			release = append(release, addr)
 		}
 	}
 	if len(now) == 0 {
@@ -174,7 +168,26 @@ type addressMetrics struct {
 	addressedHosts   prometheus.Gauge
 	unaddressedHosts prometheus.Gauge
 	addressesMoved   prometheus.Counter
-	unaddressed      int // last value of unaddressedHosts, owned by the Run goroutine
+}
+
+// refCounts counts the users of each key: a key comes in with its first
+// user and goes with its last (a host of the allocator, a reserved
+// address).
+type refCounts[K comparable] map[K]int
+
+// add counts a user of k and reports whether it is the first.
+func (r refCounts[K]) add(k K) (first bool) {
+	r[k]++
+	return r[k] == 1
+}
+
+// drop uncounts a user of k and reports whether it was the last.
+func (r refCounts[K]) drop(k K) (last bool) {
+	if r[k]--; r[k] > 0 {
+		return false
+	}
+	delete(r, k)
+	return true
 }
 
 func newAddressMetrics() addressMetrics {

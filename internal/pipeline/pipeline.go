@@ -109,12 +109,15 @@ type Pipeline struct {
 	// address for, and users how many services hold each such host: a
 	// host leaves the allocator with its last service.
 	addressed map[model.ServiceKey]string
-	users     map[string]int
+	users     refCounts[string]
 	// given are the single addresses each reported service's registry
 	// gave, and givenUsers how many services give each: the allocator
 	// never hands them out.
 	given      map[model.ServiceKey][]netip.Addr
-	givenUsers map[netip.Addr]int
+	givenUsers refCounts[netip.Addr]
+	// unaddressed is the hosts the allocator could place nowhere at the
+	// last flush, so that the range filling up is logged once.
+	unaddressed int
 
 	statusMu sync.Mutex
 	status   Status
@@ -174,10 +177,10 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 		started: time.Now(),
 
 		addressed: map[model.ServiceKey]string{},
-		users:     map[string]int{},
+		users:     refCounts[string]{},
 
 		given:      map[model.ServiceKey][]netip.Addr{},
-		givenUsers: map[netip.Addr]int{},
+		givenUsers: refCounts[netip.Addr]{},
 	}
 	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
 	return p

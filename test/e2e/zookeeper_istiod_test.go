@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -15,15 +16,11 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/go-zookeeper/zk"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 	"github.com/galleon-mesh/galleon/test/istiod"
+	"github.com/galleon-mesh/galleon/test/sidecar"
 )
 
 // The Dubbo service of TestZooKeeperToIstiod whose providers come and go: one interface, one
@@ -97,46 +94,30 @@ func triProviderOf(iface, app, methods, ip string) string {
 	return url.QueryEscape(u)
 }
 
-// proxyEndpoints asks istiod, as a newly connected sidecar would (plain-text xDS, one EDS
-// request), for the endpoints of cluster, and returns their addresses, sorted.
+// proxyEndpoints asks istiod, as a newly connected sidecar would (test/sidecar), for the
+// endpoints of cluster, and returns their addresses, sorted; none when the sidecar is given no
+// such cluster.
 func proxyEndpoints(ctx context.Context, ist *istiod.Istiod, cluster string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	conn, err := grpc.NewClient(ist.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	v, err := sidecar.Fetch(ctx, ist.GRPCAddr, sidecarPod())
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	st, err := discovery.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+	if _, ok := v.Clusters[cluster]; !ok {
+		return nil, nil
+	}
+	eps, err := v.Endpoints(cluster)
 	if err != nil {
 		return nil, err
 	}
-	const edsType = "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"
-	if err := st.Send(&discovery.DiscoveryRequest{
-		Node:          &corev3.Node{Id: "sidecar~10.40.99.1~probe.default~default.svc.cluster.local"},
-		TypeUrl:       edsType,
-		ResourceNames: []string{cluster},
-	}); err != nil {
-		return nil, err
-	}
-	resp, err := st.Recv()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, r := range resp.Resources {
-		var cla endpointv3.ClusterLoadAssignment
-		if err := r.UnmarshalTo(&cla); err != nil {
+	out := make([]string, 0, len(eps))
+	for _, ep := range eps {
+		host, _, err := net.SplitHostPort(ep)
+		if err != nil {
 			return nil, err
 		}
-		if cla.ClusterName != cluster {
-			continue
-		}
-		for _, l := range cla.Endpoints {
-			for _, e := range l.LbEndpoints {
-				out = append(out, e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress())
-			}
-		}
+		out = append(out, host)
 	}
 	slices.Sort(out)
 	return out, nil
