@@ -90,11 +90,14 @@ type options struct {
 	panicThreshold int
 	quiet          time.Duration
 	maxDelay       time.Duration
-	shutdownGrace  time.Duration
-	debugPprof     bool
-	sendTimeout    time.Duration
-	subsets        string
-	rules          subset.Rules // read from the subsets file at start
+	// The emptiness rule (internal/pipeline/hold.go).
+	removalHold      time.Duration
+	removalHoldShare int
+	shutdownGrace    time.Duration
+	debugPprof       bool
+	sendTimeout      time.Duration
+	subsets          string
+	rules            subset.Rules // read from the subsets file at start
 
 	// Addresses for hosts the registry gives none (internal/vip).
 	noEndpointsLabel bool
@@ -127,6 +130,8 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.panicThreshold, "panic-threshold", 0, "percent: when fewer instances of a service are healthy, serve all but draining ones (0 disables)")
 	fs.DurationVar(&o.quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long (the first full listing at once)")
 	fs.DurationVar(&o.maxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back")
+	fs.DurationVar(&o.removalHold, "removal-hold", pipeline.DefaultRemovalHold, "an answer of the registry that would remove every served service, or more than --removal-hold-share percent of them, is held (the services stay served, /readyz and /debug/status say so) until it has stood this long with the registry reachable; 0 applies such answers at once (for registries that really empty, e.g. tests)")
+	fs.IntVar(&o.removalHoldShare, "removal-hold-share", pipeline.DefaultRemovalHoldShare, "percent of the served services an answer may remove without a hold, in registries of 10 services or more (removing every service is always held); 100: hold only answers that remove everything")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
 	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
@@ -165,6 +170,12 @@ func (o *options) check() error {
 	}
 	if o.panicThreshold < 0 || o.panicThreshold > 100 {
 		errs = append(errs, fmt.Errorf("--panic-threshold %d: want a percentage from 0 to 100", o.panicThreshold))
+	}
+	if o.removalHold < 0 {
+		errs = append(errs, fmt.Errorf("--removal-hold %v: want 0 (off) or a positive duration, e.g. 2m", o.removalHold))
+	}
+	if o.removalHoldShare < 1 || o.removalHoldShare > 100 {
+		errs = append(errs, fmt.Errorf("--removal-hold-share %d: want a percentage from 1 to 100", o.removalHoldShare))
 	}
 	if o.quiet <= 0 || o.maxDelay <= 0 {
 		errs = append(errs, fmt.Errorf("--debounce-quiet and --debounce-max must be positive durations such as 100ms"))
@@ -388,11 +399,15 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 		return err
 	}
 	pipe := pipeline.New(store, pipeline.Config{
-		VIPs:       vips,
-		Registry:   spec.Registry,
-		Convert:    convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold, OmitNoEndpointsLabel: !o.noEndpointsLabel},
-		Quiet:      o.quiet,
-		MaxDelay:   o.maxDelay,
+		VIPs:     vips,
+		Registry: spec.Registry,
+		Convert:  convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold, OmitNoEndpointsLabel: !o.noEndpointsLabel},
+		Quiet:    o.quiet,
+		MaxDelay: o.maxDelay,
+
+		RemovalHold:      o.removalHold,
+		RemovalHoldShare: o.removalHoldShare,
+
 		Logger:     log,
 		Registerer: metrics,
 		Applied:    changeAcks.Changed,
@@ -509,8 +524,10 @@ type statusReport struct {
 	Rejected []pipeline.Rejection `json:"rejected,omitempty"`
 	// Degraded are the parts of the registry unreachable now, with their
 	// errors.
-	Degraded      map[string]string `json:"degraded,omitempty"`
-	RejectedCount int               `json:"rejectedCount,omitempty"`
+	Degraded map[string]string `json:"degraded,omitempty"`
+	// Held is the removal the emptiness rule holds now.
+	Held          *pipeline.Hold `json:"held,omitempty"`
+	RejectedCount int            `json:"rejectedCount,omitempty"`
 	// Subsets are the config subsets' views, by subset name.
 	Subsets map[string]map[string]collectionState `json:"subsets,omitempty"`
 }
@@ -541,13 +558,21 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		st := pipe.Status()
 		switch {
+		case !st.Synced && st.Unreachable != nil:
+			http.Error(w, "not ready: the registry has not been listed yet: "+pipeline.Cut(st.Unreachable.Error(), pipeline.MaxErrorLen), http.StatusServiceUnavailable)
 		case !st.Synced:
 			http.Error(w, "not ready: waiting for the first full listing of the registry", http.StatusServiceUnavailable)
+		case st.Held != nil:
+			// Ready: what is served is the last state the registry
+			// confirmed, which beats an empty mesh. The hold is news for
+			// the operator, not a reason to take the replica out.
+			fmt.Fprintf(w, "ready (holding a removal: the registry's answer would remove %d of %d services; served until it stands at %s, --removal-hold)\n",
+				st.Held.Services, st.Held.Of, st.Held.ApplyAt.UTC().Format(time.RFC3339))
 		case st.Unreachable != nil:
 			// Still ready: the last good state is served, which beats
 			// taking this replica out of rotation. /debug/status and the
 			// galleon_registry_unreachable metric say it is stale.
-			fmt.Fprintf(w, "ready (stale: registry unreachable: %v)\n", st.Unreachable)
+			fmt.Fprintf(w, "ready (stale: registry unreachable: %s)\n", pipeline.Cut(st.Unreachable.Error(), pipeline.MaxErrorLen))
 		default:
 			if parts := pipe.DegradedParts(); len(parts) > 0 {
 				// Ready for the same reason: only what came from those
@@ -564,8 +589,9 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 		rep := statusReport{Registry: spec.Registry, Synced: st.Synced, Stale: st.Unreachable != nil,
 			Services: st.Services, Seq: snap.Seq}
 		if st.Unreachable != nil {
-			rep.Unreachable = st.Unreachable.Error()
+			rep.Unreachable = pipeline.Cut(st.Unreachable.Error(), pipeline.MaxErrorLen)
 		}
+		rep.Held = st.Held
 		if !st.LastFlush.IsZero() {
 			rep.LastFlush = &st.LastFlush
 		}

@@ -107,6 +107,8 @@ func TestBadSettingsSayWhatToFix(t *testing.T) {
 			"--vip-ranges: 240.240.1.0/24 lies inside the excluded block 240.240.0.0/16 (istiod's own auto-allocation range by default): choose another range (or --vip-allocate=false)"},
 		{"two IPv4 VIP ranges", nil, []string{"--vip-ranges", "241.0.0.0/8,242.0.0.0/8"}, "one IPv4 and one IPv6 range at most"},
 		{"bad VIP exclusion", nil, []string{"--vip-exclude", "nope"}, `--vip-exclude: "nope" is not a CIDR block`},
+		{"negative removal hold", nil, []string{"--removal-hold", "-1s"}, "--removal-hold -1s: want 0 (off) or a positive duration"},
+		{"removal hold share 0", nil, []string{"--removal-hold-share", "0"}, "--removal-hold-share 0: want a percentage from 1 to 100"},
 		{"missing subsets file", nil, []string{"--subsets", filepath.Join(dir, "none.yaml")}, "--subsets: open " + filepath.Join(dir, "none.yaml")},
 		{"misspelt subsets key", nil, []string{"--subsets", write("subsets.yaml", "subsets:\n- name: a\n  sinks: {ids: [x]}\n  service: {namespaces: [a]}\n")},
 			"--subsets: " + filepath.Join(dir, "subsets.yaml") + ": yaml: unmarshal errors:\n  line 4: field service not found"},
@@ -184,15 +186,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--subsets", subsets, "--shutdown-grace", "1m"}, &logs)
 	}()
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + httpAddr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
+	get := func(path string) (int, string) { return httpGet("http://" + httpAddr + path) }
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		code, body := get("/readyz")
@@ -418,4 +412,85 @@ func TestDefaultPortsAreTheChartsAndManifests(t *testing.T) {
 			t.Errorf("deploy/kubernetes/standalone/deployment.yaml lacks %q", want)
 		}
 	}
+}
+
+// scriptedRegistry runs each step the test sends, in order.
+type scriptedRegistry struct{ steps chan func(registry.Sink) }
+
+func (r scriptedRegistry) Run(ctx context.Context, sink registry.Sink) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case step := <-r.steps:
+			step(sink)
+		}
+	}
+}
+
+// TestReadinessSaysWhy: /readyz says why it is not ready when the adapter
+// told (a missing ZooKeeper root, say), and says a removal is held by the
+// emptiness rule, which /debug/status details (issue 27).
+func TestReadinessSaysWhy(t *testing.T) {
+	reg := scriptedRegistry{steps: make(chan func(registry.Sink))}
+	listen, httpAddr := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncbuf.Buffer
+	exit := make(chan int, 1)
+	go func() {
+		exit <- Run(ctx, testSpec(reg), []string{"--listen", listen, "--http", httpAddr, "--debounce-quiet", "1ms", "--removal-hold", "1h"}, &logs)
+	}()
+	get := func(path string) (int, string) { return httpGet("http://" + httpAddr + path) }
+	waitReady := func(what string, ok func(code int, body string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			code, body := get("/readyz")
+			if ok(code, body) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz never said %s: %d %s\nlogs:\n%s", what, code, body, logs.String())
+			}
+		}
+	}
+	reg.steps <- func(s registry.Sink) {
+		s.Unreachable(errors.New(`root znode "/dubbo" does not exist: check --zk-root`))
+	}
+	waitReady("why it is not ready", func(code int, body string) bool {
+		return code == http.StatusServiceUnavailable && strings.Contains(body, `not ready: the registry has not been listed yet: root znode "/dubbo" does not exist`)
+	})
+	svc := model.Service{Namespace: "ns", Name: "a", Hosts: []string{"a.ns.test"}, Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}}}
+	reg.steps <- func(s registry.Sink) { s.Unreachable(nil); s.Replace([]model.Service{svc}) }
+	waitReady("ready", func(code int, body string) bool { return code == http.StatusOK && body == "ready\n" })
+	reg.steps <- func(s registry.Sink) { s.Replace(nil) }
+	waitReady("the hold", func(code int, body string) bool {
+		return code == http.StatusOK && strings.Contains(body, "ready (holding a removal: the registry's answer would remove 1 of 1 services")
+	})
+	code, body := get("/debug/status")
+	var status statusReport
+	if err := json.Unmarshal([]byte(body), &status); code != 200 || err != nil {
+		t.Fatalf("/debug/status: %d %s (%v)", code, body, err)
+	}
+	if status.Held == nil || status.Held.Services != 1 || len(status.Held.Examples) != 1 || status.Held.Examples[0] != "ns/a" || status.Services != 1 {
+		t.Fatalf("/debug/status: held %+v, services %d; want ns/a held and served", status.Held, status.Services)
+	}
+	if _, metrics := get("/metrics"); !strings.Contains(metrics, "galleon_registry_removals_held 1") {
+		t.Error("/metrics lacks galleon_registry_removals_held 1")
+	}
+	cancel()
+	if code := <-exit; code != 0 {
+		t.Fatalf("exit %d\n%s", code, logs.String())
+	}
+}
+
+// httpGet returns the status and body of a GET, or 0 and the error.
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

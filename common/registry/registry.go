@@ -22,6 +22,21 @@
 //   - When the registry cannot be reached, Run reports it with Unreachable and
 //     keeps retrying; it does not report an empty Replace. The core keeps
 //     serving the last good state.
+//   - An answer that would remove every service, or most of them, is a
+//     claim the core checks: it holds such removals (the services stay
+//     served) until the registry has said the same for a while (the
+//     daemon's --removal-hold), and a report that lists them again ends
+//     the hold. So an adapter reports what its registry answers, and when
+//     an answer looks wrong (empty where there were services) it gathers
+//     evidence within that window: it asks again, or asks another server,
+//     and reports what it learns. A registry path that does not exist
+//     (a missing root) is an error (Unreachable), not an empty registry.
+//   - An instance the core cannot serve is left out of its service and
+//     listed as rejected; the rest of the service is served. A service is
+//     refused whole only for what is wrong with the service itself (its
+//     name, hosts, ports): an adapter that builds those from its
+//     instances' records checks each record's part and rejects the
+//     record, not the service.
 //   - Values passed to the Sink are the Sink's: the adapter does not modify
 //     them afterwards.
 //   - Run returns when ctx is cancelled, after every goroutine it started has

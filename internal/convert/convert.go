@@ -15,6 +15,7 @@ package convert
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -175,12 +176,44 @@ func (e *Error) Unwrap() []error { return e.Reasons }
 // repair are not copied): svc must not be modified afterwards, which the registry.Sink
 // contract already asks of every service the core receives.
 func Convert(svc model.Service, opts Options) ([]Resource, error) {
+	c, err := ConvertService(svc, opts)
+	return c.Resources, err
+}
+
+// Converted is a service's resources and what was left out of them.
+type Converted struct {
+	// Resources: the ServiceEntry first, then WorkloadEntries sorted by
+	// name.
+	Resources []Resource
+	// Dropped are the served instances that failed istiod's rules on
+	// their own (a label, a locality, an address): they are left out and
+	// the rest of the service is served, so that one bad instance neither
+	// freezes its service at the previous version nor keeps a new service
+	// from being served. Sorted by instance ID.
+	Dropped []DroppedInstance
+	// Rescaled are the localities whose endpoint weights added up to more
+	// than Envoy accepts (2^32-1) and were scaled down in proportion.
+	Rescaled []string
+}
+
+// DroppedInstance is an instance left out of its service, and why.
+type DroppedInstance struct {
+	ID, Address string
+	Reason      error
+}
+
+// ConvertService is Convert that leaves out each instance failing
+// validation on its own (Converted.Dropped) instead of refusing the
+// service, and scales down endpoint weights that overflow Envoy's limit
+// (Converted.Rescaled). It returns an *Error only for what is wrong with
+// the service itself: its name, hosts, ports, resolution, exportTo.
+func ConvertService(svc model.Service, opts Options) (Converted, error) {
 	c := converter{svc: &svc, opts: opts}
 	out := c.convert()
 	if len(c.errs) > 0 {
-		return nil, &Error{Registry: svc.Registry, Service: svc.Key(), Reasons: c.errs}
+		return Converted{}, &Error{Registry: svc.Registry, Service: svc.Key(), Reasons: c.errs}
 	}
-	return out, nil
+	return Converted{Resources: out, Dropped: c.dropped, Rescaled: c.rescaled}, nil
 }
 
 // converter holds the state of one conversion.
@@ -188,6 +221,10 @@ type converter struct {
 	svc  *model.Service
 	opts Options
 	errs errorList
+	// dropped: instances left out, rescaled: localities whose weights
+	// were scaled down (ConvertService).
+	dropped  []DroppedInstance
+	rescaled []string
 
 	namespace, name string
 	ports           []port // sorted by number
@@ -254,7 +291,7 @@ func (c *converter) convert() []Resource {
 	// nothing to contribute.
 	var workloads []served
 	if resolution != networking.ServiceEntry_NONE {
-		workloads = c.workloads(instances)
+		workloads = c.workloads(instances, resolution)
 		switch {
 		case c.opts.Mode == ModeServiceEntry:
 			for _, w := range workloads {
@@ -294,10 +331,11 @@ func (c *converter) convert() []Resource {
 		Spec:        se,
 	}
 	c.errs.addAll("", validateResourceMeta(&seRes))
-	c.errs.addAll("", validateServiceEntry(c.namespace, se))
+	// Every endpoint passed validateWorkload in workloads, or was dropped.
+	c.errs.addAll("", validateServiceEntryShape(c.namespace, se))
 	out := []Resource{seRes}
 	if se.WorkloadSelector != nil {
-		out = append(out, c.workloadEntries(se, workloads)...)
+		out = append(out, c.workloadEntries(workloads)...)
 	}
 	return out
 }
@@ -430,11 +468,37 @@ func dedupeExportTo(namespace string, in []string) []string {
 
 // workloads builds the workload of every served instance, sorted by
 // address, then instance ID, then content, so that input order never shows.
-func (c *converter) workloads(instances []*model.Instance) []served {
-	out := make([]served, len(instances))
-	for i, inst := range instances {
-		out[i] = served{inst: inst, we: c.workload(inst)}
+// An instance whose workload fails istiod's rules is dropped (c.dropped),
+// and weights that overflow a locality are scaled down (c.rescaled).
+func (c *converter) workloads(instances []*model.Instance, resolution networking.ServiceEntry_Resolution) []served {
+	servicePorts := make(map[string]bool, len(c.ports))
+	for _, p := range c.ports {
+		servicePorts[p.name] = true
 	}
+	// The address rule of the ServiceEntry's resolution: in WorkloadEntry
+	// mode too, a STATIC ServiceEntry silently leaves out a WorkloadEntry
+	// whose address is a host name.
+	rule := addrDNS
+	if resolution == networking.ServiceEntry_STATIC {
+		rule = addrStatic
+	}
+	out := make([]served, 0, len(instances))
+	for _, inst := range instances {
+		we := c.workload(inst)
+		errs := validateWorkload(we, servicePorts, rule)
+		if c.opts.Mode == ModeWorkloadEntry && len(we.Labels) >= maxWorkloadLabels {
+			errs = append(errs, fmt.Errorf("labels: %d labels, and its WorkloadEntry needs one more (%s): at most %d are allowed", len(we.Labels), LabelService, maxWorkloadLabels))
+		}
+		if len(errs) > 0 {
+			c.dropped = append(c.dropped, DroppedInstance{ID: inst.ID, Address: inst.Address, Reason: errors.Join(errs...)})
+			continue
+		}
+		out = append(out, served{inst: inst, we: we})
+	}
+	if len(c.dropped) > 0 {
+		slices.SortFunc(c.dropped, func(a, b DroppedInstance) int { return strings.Compare(a.ID, b.ID) })
+	}
+	c.rescaled = rescaleWeights(out)
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.inst.Address != b.inst.Address {
@@ -475,20 +539,9 @@ func (c *converter) workload(inst *model.Instance) *networking.WorkloadEntry {
 }
 
 // workloadEntries turns the served workloads into WorkloadEntry resources
-// selected by se, sorted by name, and validates them against se.
-func (c *converter) workloadEntries(se *networking.ServiceEntry, workloads []served) []Resource {
+// selecting the ServiceEntry's workloadSelector, sorted by name.
+func (c *converter) workloadEntries(workloads []served) []Resource {
 	names := workloadNames(c.name, workloads)
-	servicePorts := make(map[string]bool, len(c.ports))
-	for _, p := range c.ports {
-		servicePorts[p.name] = true
-	}
-	// A WorkloadEntry's address must suit the resolution of the service
-	// that selects it: istiod accepts a host name in any WorkloadEntry,
-	// but a STATIC ServiceEntry then silently leaves it out.
-	rule := addrDNS
-	if se.Resolution == networking.ServiceEntry_STATIC {
-		rule = addrStatic
-	}
 	var annotations map[string]string
 	if c.svc.Registry != "" {
 		annotations = map[string]string{AnnotationRegistry: c.svc.Registry}
@@ -500,7 +553,10 @@ func (c *converter) workloadEntries(se *networking.ServiceEntry, workloads []ser
 	for i, w := range workloads {
 		name := names[i]
 		if other, dup := byName[name]; dup {
-			c.errs.addf("instances %q and %q both become WorkloadEntry %q (instance IDs must be unique)", other.ID, w.inst.ID, name)
+			// Instance IDs are unique in a well-formed registry: keep the
+			// first (workloads are sorted, so the same one every time).
+			c.dropped = append(c.dropped, DroppedInstance{ID: w.inst.ID, Address: w.inst.Address,
+				Reason: fmt.Errorf("instance %q also becomes WorkloadEntry %q (instance IDs must be unique)", other.ID, name)})
 			continue
 		}
 		byName[name] = w.inst
@@ -523,8 +579,7 @@ func (c *converter) workloadEntries(se *networking.ServiceEntry, workloads []ser
 			Spec:        w.we,
 		}
 		prefix := fmt.Sprintf("workloadentry %q (instance %q)", name, w.inst.ID)
-		c.errs.addAll(prefix, validateResourceMeta(&r))
-		c.errs.addAll(prefix, validateWorkload(w.we, servicePorts, rule))
+		c.errs.addAll(prefix, validateResourceMeta(&r)) // the spec passed validateWorkload in workloads
 		out = append(out, r)
 		specs = append(specs, w.we)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -90,22 +91,6 @@ func TestConvertErrors(t *testing.T) {
 			Options{}, []string{"ports[0]: number 70000 is not in 1..65535"}},
 		{"unknown protocol", func(s *model.Service) { s.Ports = []model.Port{{Number: 80, Protocol: "SOAP"}} },
 			Options{}, []string{`ports[0]: protocol "SOAP" is not one of Istio's`}},
-		{"instance target port 0", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 0} },
-			Options{}, []string{`endpoints[0] (address "10.0.0.1"): port "http-80": target port 0 is not in 1..65535`}},
-		{"instance target port too big", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 65536} },
-			Options{}, []string{`port "http-80": target port 65536 is not in 1..65535`}},
-		{"host name under STATIC", func(s *model.Service) {
-			s.Resolution = model.ResolutionStatic
-			s.Instances[0].Address = "db.example.com"
-		}, Options{}, []string{`address "db.example.com" is not an IP address or unix:// path (resolution STATIC)`}},
-		{"bad address makes DNS and fails", func(s *model.Service) { s.Instances[1].Address = "not a host!" },
-			Options{}, []string{`endpoints[1] (address "not a host!"): address "not a host!" is not an IP address or a valid host name (resolution DNS)`}},
-		{"empty address without network", func(s *model.Service) { s.Instances[0].Address = "" },
-			Options{}, []string{"address is required"}},
-		{"unix socket with two service ports", func(s *model.Service) {
-			s.Ports = append(s.Ports, model.Port{Number: 81, Protocol: "HTTP"})
-			s.Instances = []model.Instance{{ID: "u", Address: "unix:///var/run/app.sock"}}
-		}, Options{}, []string{"needs exactly 1 service port, not 2"}},
 		{"several hosts with a TCP port", func(s *model.Service) {
 			s.Hosts = []string{"a.example.com", "b.example.com"}
 			s.Ports = []model.Port{{Number: 5432}}
@@ -132,22 +117,6 @@ func TestConvertErrors(t *testing.T) {
 		{"unknown resolution", func(s *model.Service) { s.Resolution = 9 },
 			Options{}, []string{"resolution: unknown model value 9"}},
 		{"unknown mode", func(*model.Service) {}, Options{Mode: 7}, []string{"options: unknown mode 7"}},
-		{"duplicate instance IDs in WorkloadEntry mode", func(s *model.Service) { s.Instances[1].ID = "p1" },
-			Options{Mode: ModeWorkloadEntry}, []string{`instances "p1" and "p1" both become WorkloadEntry`}},
-		{"host name under STATIC in WorkloadEntry mode", func(s *model.Service) {
-			s.Resolution = model.ResolutionStatic
-			s.Instances[1].Address = "p2.example.com"
-		}, Options{Mode: ModeWorkloadEntry}, []string{`workloadentry "payments-p2" (instance "p2"): address "p2.example.com" is not an IP address or unix:// path`}},
-		{"weights overflow", func(s *model.Service) {
-			s.Instances[0].Weight = math.MaxUint32
-			s.Instances[1].Weight = 2
-		}, Options{}, []string{`weights in locality "" add up to 4294967297`}},
-		{"weights overflow in WorkloadEntry mode", func(s *model.Service) {
-			s.Instances[0].Weight = math.MaxUint32
-			s.Instances[1].Weight = math.MaxUint32
-		}, Options{Mode: ModeWorkloadEntry}, []string{`workloadentries: endpoints: weights in locality "" add up to 8589934590`}},
-		{"locality not UTF-8", func(s *model.Service) { s.Instances[0].Locality = "eu\xff" },
-			Options{}, []string{`locality "eu\xff" is not valid UTF-8`}},
 		{"bad annotation key", func(s *model.Service) { s.Annotations = map[string]string{"bad key": "x"} },
 			Options{}, []string{`metadata: annotation "bad key": key name is not valid`}},
 		{"every reason is reported", func(s *model.Service) {
@@ -493,5 +462,131 @@ func TestNoEndpointsLabel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConvertDropsBadInstances feeds services with one instance that fails
+// istiod's rules on its own and checks that Convert serves the service
+// without that instance, naming it and the reason in Dropped (issue 27: one
+// bad instance must not freeze its service).
+func TestConvertDropsBadInstances(t *testing.T) {
+	cases := []struct {
+		name   string
+		mutate func(*model.Service)
+		opts   Options
+		drop   string // the instance dropped
+		want   string // substring of its reason
+	}{
+		{"instance target port 0", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 0} },
+			Options{}, "p1", `port "http-80": target port 0 is not in 1..65535`},
+		{"instance target port too big", func(s *model.Service) { s.Instances[0].Ports = map[uint32]uint32{80: 65536} },
+			Options{}, "p1", `port "http-80": target port 65536 is not in 1..65535`},
+		{"host name under STATIC", func(s *model.Service) {
+			s.Resolution = model.ResolutionStatic
+			s.Instances[0].Address = "db.example.com"
+		}, Options{}, "p1", `address "db.example.com" is not an IP address or unix:// path (resolution STATIC)`},
+		{"bad address under DNS", func(s *model.Service) { s.Instances[1].Address = "not a host!" },
+			Options{}, "p2", `address "not a host!" is not an IP address or a valid host name (resolution DNS)`},
+		{"host name with an empty label", func(s *model.Service) { s.Instances[1].Address = "a..b" },
+			Options{}, "p2", `address "a..b" is not an IP address or a valid host name`},
+		{"empty address without network", func(s *model.Service) { s.Instances[0].Address = "" },
+			Options{}, "p1", "address is required"},
+		{"unix socket with two service ports", func(s *model.Service) {
+			s.Ports = append(s.Ports, model.Port{Number: 81, Protocol: "HTTP"})
+			s.Instances[0].Address = "unix:///var/run/app.sock"
+		}, Options{}, "p1", "needs exactly 1 service port, not 2"},
+		{"locality not UTF-8", func(s *model.Service) { s.Instances[0].Locality = "eu\xff" },
+			Options{}, "p1", `locality "eu\xff" is not valid UTF-8`},
+		{"locality too long", func(s *model.Service) { s.Instances[0].Locality = strings.Repeat("z", 3000) },
+			Options{}, "p1", "locality: longer than 2048 bytes"},
+		{"too many labels", func(s *model.Service) {
+			s.Instances[1].Labels = map[string]string{}
+			for i := range 257 {
+				s.Instances[1].Labels[fmt.Sprintf("k%d", i)] = "v"
+			}
+		}, Options{}, "p2", "labels: 257 labels, at most 256 are allowed"},
+		{"a label too many for the WorkloadEntry", func(s *model.Service) {
+			s.Instances[1].Labels = map[string]string{}
+			for i := range 256 {
+				s.Instances[1].Labels[fmt.Sprintf("k%d", i)] = "v"
+			}
+		}, Options{Mode: ModeWorkloadEntry}, "p2", "its WorkloadEntry needs one more"},
+		{"duplicate instance IDs in WorkloadEntry mode", func(s *model.Service) { s.Instances[1].ID = "p1" },
+			Options{Mode: ModeWorkloadEntry}, "p1", `also becomes WorkloadEntry "payments-p1-`},
+		{"host name under STATIC in WorkloadEntry mode", func(s *model.Service) {
+			s.Resolution = model.ResolutionStatic
+			s.Instances[1].Address = "p2.example.com"
+		}, Options{Mode: ModeWorkloadEntry}, "p2", `address "p2.example.com" is not an IP address or unix:// path`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := goodService()
+			tc.mutate(&svc)
+			c, err := ConvertService(svc, tc.opts)
+			if err != nil {
+				t.Fatalf("ConvertService: %v; want the service served without instance %q", err, tc.drop)
+			}
+			if len(c.Dropped) != 1 || c.Dropped[0].ID != tc.drop || !strings.Contains(c.Dropped[0].Reason.Error(), tc.want) {
+				t.Fatalf("dropped %+v, want instance %q only, for %q", c.Dropped, tc.drop, tc.want)
+			}
+			served := 0
+			for _, r := range c.Resources {
+				if err := Validate(r); err != nil {
+					t.Errorf("Validate(%s %s): %v", r.Kind, r.FullName(), err)
+				}
+				switch spec := r.Spec.(type) {
+				case *networking.ServiceEntry:
+					served += len(spec.Endpoints)
+				case *networking.WorkloadEntry:
+					served++
+				}
+			}
+			if served != 1 {
+				t.Errorf("%d instances served, want the other one", served)
+			}
+		})
+	}
+}
+
+// TestConvertRescalesWeights checks that weights adding up past Envoy's
+// limit in a locality are scaled down in proportion, not refused.
+func TestConvertRescalesWeights(t *testing.T) {
+	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
+		svc := goodService()
+		svc.Instances[0].Weight = math.MaxUint32
+		svc.Instances[1].Weight = math.MaxUint32 / 3
+		svc.Instances = append(svc.Instances, model.Instance{ID: "p3", Address: "10.0.0.3"}) // weight 0: counts as 1
+		c, err := ConvertService(svc, Options{Mode: mode})
+		if err != nil {
+			t.Fatalf("mode %v: %v", mode, err)
+		}
+		if !slices.Equal(c.Rescaled, []string{""}) {
+			t.Errorf("mode %v: rescaled %q, want the default locality", mode, c.Rescaled)
+		}
+		weights := map[string]uint64{}
+		var sum uint64
+		for _, r := range c.Resources {
+			if err := Validate(r); err != nil {
+				t.Errorf("mode %v: Validate(%s): %v", mode, r.FullName(), err)
+			}
+			collect := func(we *networking.WorkloadEntry) { weights[we.Address] = uint64(we.Weight); sum += uint64(we.Weight) }
+			switch spec := r.Spec.(type) {
+			case *networking.ServiceEntry:
+				for _, ep := range spec.Endpoints {
+					collect(ep)
+				}
+			case *networking.WorkloadEntry:
+				collect(spec)
+			}
+		}
+		if sum > math.MaxUint32 {
+			t.Errorf("mode %v: weights add up to %d after rescaling", mode, sum)
+		}
+		if ratio := float64(weights["10.0.0.1"]) / float64(weights["10.0.0.2"]); ratio < 2.99 || ratio > 3.01 {
+			t.Errorf("mode %v: weights %v: the 3:1 ratio became %.3f", mode, weights, ratio)
+		}
+		if weights["10.0.0.3"] != 1 {
+			t.Errorf("mode %v: the instance of weight 0 got %d, want 1", mode, weights["10.0.0.3"])
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,6 +111,18 @@ func ValidateWorkloadEntry(we *networking.WorkloadEntry) error {
 // resource's namespace, used to spot "." and the namespace in exportTo as
 // duplicates; it may be empty when unknown.
 func validateServiceEntry(namespace string, se *networking.ServiceEntry) []error {
+	return validateServiceEntryWith(namespace, se, true)
+}
+
+// validateServiceEntryShape is validateServiceEntry for a ServiceEntry whose
+// endpoints were each checked with validateWorkload already (Convert checks
+// and drops them one by one): it checks how many there are and their
+// weights, not each one again.
+func validateServiceEntryShape(namespace string, se *networking.ServiceEntry) []error {
+	return validateServiceEntryWith(namespace, se, false)
+}
+
+func validateServiceEntryWith(namespace string, se *networking.ServiceEntry, endpoints bool) []error {
 	if se == nil {
 		return []error{errors.New("service entry is nil")}
 	}
@@ -127,7 +140,7 @@ func validateServiceEntry(namespace string, se *networking.ServiceEntry) []error
 	validateHosts(&errs, se)
 	validateAddresses(&errs, se)
 	servicePorts := validatePorts(&errs, se)
-	validateResolution(&errs, se, servicePorts)
+	validateResolution(&errs, se, servicePorts, endpoints)
 
 	// Envoy cannot tell hosts apart on a plain TCP port, so several hosts
 	// need every port to be HTTP or TLS (whose Host header or SNI names the
@@ -241,7 +254,7 @@ func validatePorts(errs *errorList, se *networking.ServiceEntry) map[string]bool
 
 // validateResolution applies the rules that depend on the resolution mode,
 // most of them about endpoints.
-func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePorts map[string]bool) {
+func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePorts map[string]bool, endpoints bool) {
 	switch se.Resolution {
 	case networking.ServiceEntry_NONE:
 		if len(se.Endpoints) != 0 {
@@ -249,6 +262,9 @@ func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePor
 		}
 	case networking.ServiceEntry_STATIC:
 		for i, ep := range se.Endpoints {
+			if !endpoints {
+				break
+			}
 			if ep == nil {
 				errs.addf("endpoints[%d]: is null", i)
 				continue
@@ -272,6 +288,9 @@ func validateResolution(errs *errorList, se *networking.ServiceEntry, servicePor
 			errs.addf("endpoints: resolution %s allows at most 1 endpoint, got %d", se.Resolution, len(se.Endpoints))
 		}
 		for i, ep := range se.Endpoints {
+			if !endpoints {
+				break
+			}
 			if ep == nil {
 				errs.addf("endpoints[%d]: is null", i)
 				continue
@@ -426,6 +445,49 @@ func validateWeights(endpoints []*networking.WorkloadEntry) []error {
 		}
 	}
 	return errs
+}
+
+// rescaleWeights scales down, in proportion, the weights of the endpoints of
+// each locality whose weights add up to more than Envoy accepts
+// (validateWeights), keeping each at least 1, and returns those localities,
+// sorted. The ratios between instances, which are what weights mean, stay
+// as close as integers allow.
+func rescaleWeights(workloads []served) []string {
+	sums := map[string]uint64{}
+	for _, w := range workloads {
+		sums[w.we.Locality] += uint64(max(w.we.Weight, 1))
+	}
+	var over []string
+	for loc, sum := range sums {
+		if sum > math.MaxUint32 {
+			over = append(over, loc)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	slices.Sort(over)
+	for _, loc := range over {
+		sum, n := sums[loc], uint64(0)
+		for _, w := range workloads {
+			if w.we.Locality == loc {
+				n++
+			}
+		}
+		// Each weight w becomes max(1, w*(budget>>16)/(sum>>16)), in 64 bits
+		// without overflow. Those add up to at most budget plus 2^16 (the
+		// error of sum>>16), and raising weights to 1 adds at most n: hence
+		// a budget of MaxUint32 - n - 2^17.
+		budget := uint64(math.MaxUint32) - n - 1<<17
+		for _, w := range workloads {
+			if w.we.Locality != loc {
+				continue
+			}
+			scaled := uint64(max(w.we.Weight, 1)) * (budget >> 16) / (sum >> 16)
+			w.we.Weight = uint32(max(min(scaled, math.MaxUint32), 1))
+		}
+	}
+	return over
 }
 
 // validateSelector checks workloadSelector labels as istiod does (no empty

@@ -30,7 +30,6 @@ import (
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/parallel"
 	"github.com/galleon-mesh/galleon/internal/protoenc"
-	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/vip"
 )
@@ -54,6 +53,14 @@ type Config struct {
 	// addressHost); the pipeline owns it from then on. Nil: services are
 	// served with the addresses the registry gives, or none.
 	VIPs *vip.Allocator
+	// RemovalHold is how long a flush's removals are held when they would
+	// take away every served service or more than RemovalHoldShare
+	// percent of them (see hold.go); 0 turns the rule off.
+	RemovalHold time.Duration
+	// RemovalHoldShare is the percentage of served services a flush may
+	// remove without a hold (registries of holdMinServices services or
+	// more); 100: only removing every service is held.
+	RemovalHoldShare int
 	// Applied, when set, is called after each flush that published a new,
 	// ready snapshot, with its sequence and when the oldest report it holds
 	// came in: what the change -> every sink ACKed latency is measured
@@ -61,10 +68,16 @@ type Config struct {
 	Applied func(seq uint64, reported time.Time)
 }
 
-// DefaultQuiet and DefaultMaxDelay are the coalescing defaults.
+// DefaultQuiet and DefaultMaxDelay are the coalescing defaults;
+// DefaultRemovalHold and DefaultRemovalHoldShare the emptiness rule's
+// (hold.go): two minutes outlast a Eureka server's restart with its
+// clients re-registering every 30 s, and a registry that restarts empty
+// and fills again.
 const (
-	DefaultQuiet    = 100 * time.Millisecond
-	DefaultMaxDelay = time.Second
+	DefaultQuiet            = 100 * time.Millisecond
+	DefaultMaxDelay         = time.Second
+	DefaultRemovalHold      = 2 * time.Minute
+	DefaultRemovalHoldShare = 50
 )
 
 // Pipeline is the core's Sink. Create it with New, run it with Run.
@@ -75,14 +88,14 @@ type Pipeline struct {
 	metrics *metrics
 	wake    chan struct{}
 
-	// rejectedMu guards rejected: the records that are malformed now
-	// (record -> message), as the adapter reported and cleared them, at
-	// most MaxListedRejections; rejectedOver counts those beyond. reasons
-	// are the reason labels counted so far (at most maxReasons).
-	rejectedMu   sync.Mutex
-	rejected     map[string]string
-	rejectedOver int
-	reasons      map[string]struct{}
+	rejections rejections
+
+	// invalid are the services the core could not serve at their last
+	// report, and dropped the instances it left out of each service
+	// served (their rejection records): what to clear when they are fine.
+	// Owned by the Run goroutine.
+	invalid map[model.ServiceKey]bool
+	dropped map[model.ServiceKey][]string
 	// degradedMu guards degraded: the parts of the registry down now
 	// (part -> error).
 	degradedMu sync.Mutex
@@ -118,6 +131,8 @@ type Pipeline struct {
 	// unaddressed is the hosts the allocator could place nowhere at the
 	// last flush, so that the range filling up is logged once.
 	unaddressed int
+	// hold is the removal the emptiness rule holds now (hold.go).
+	hold holdState
 
 	statusMu sync.Mutex
 	status   Status
@@ -149,6 +164,8 @@ type Status struct {
 	Services    int
 	LastFlush   time.Time
 	Seq         uint64
+	// Held is the removal the emptiness rule holds now, nil when none.
+	Held *Hold
 }
 
 // New returns a pipeline that applies to store.
@@ -161,6 +178,9 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 	}
 	if cfg.MaxDelay < cfg.Quiet {
 		cfg.MaxDelay = cfg.Quiet
+	}
+	if cfg.RemovalHoldShare <= 0 || cfg.RemovalHoldShare > 100 {
+		cfg.RemovalHoldShare = DefaultRemovalHoldShare
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -183,6 +203,9 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 		givenUsers: refCounts[netip.Addr]{},
 	}
 	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
+	p.rejections = rejections{log: log, metrics: p.metrics}
+	p.invalid = map[model.ServiceKey]bool{}
+	p.dropped = map[model.ServiceKey][]string{}
 	return p
 }
 
@@ -245,95 +268,6 @@ func (p *Pipeline) Delete(key model.ServiceKey) {
 	p.mu.Unlock()
 }
 
-// Rejected implements registry.Sink.
-func (p *Pipeline) Rejected(record string, err error) {
-	p.rejectedMu.Lock()
-	defer p.rejectedMu.Unlock()
-	if p.rejected == nil {
-		p.rejected = map[string]string{}
-	}
-	if err == nil {
-		if _, ok := p.rejected[record]; ok {
-			delete(p.rejected, record)
-			p.metrics.recordsRejectedNow.Dec()
-			p.log.Info("registry record fixed", "record", record)
-		}
-		return
-	}
-	p.metrics.recordsRejected.WithLabelValues(p.reasonLabel(err)).Inc()
-	p.log.Warn("registry record skipped", "record", record, "error", err)
-	if _, ok := p.rejected[record]; !ok {
-		if len(p.rejected) >= MaxListedRejections {
-			p.rejectedOver++ // counted by the total; listing it would let a registry grow us without bound
-			return
-		}
-		p.metrics.recordsRejectedNow.Inc()
-	}
-	p.rejected[record] = err.Error()
-}
-
-// maxReasons bounds the reason labels of galleon_registry_records_rejected_total.
-// The adapters of this repository give a handful each (rejection.With);
-// anything beyond, or not a short snake_case word, counts as "other".
-const maxReasons = 32
-
-// reasonLabel is the reason label err is counted under; p.rejectedMu is
-// held.
-func (p *Pipeline) reasonLabel(err error) string {
-	reason := rejection.Of(err, reasonOther)
-	if _, ok := p.reasons[reason]; ok || reason == reasonOther {
-		return reason
-	}
-	if !validReason(reason) || len(p.reasons) >= maxReasons {
-		return reasonOther
-	}
-	if p.reasons == nil {
-		p.reasons = map[string]struct{}{}
-	}
-	p.reasons[reason] = struct{}{}
-	return reason
-}
-
-// reasonOther is the reason of a rejection whose adapter gave none.
-const reasonOther = "other"
-
-func validReason(r string) bool {
-	if r == "" || len(r) > 32 {
-		return false
-	}
-	for _, c := range r {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-// MaxListedRejections bounds the rejections the pipeline keeps to list in
-// /debug/status: a registry decides how many of its records are malformed.
-const MaxListedRejections = 1000
-
-// Rejection is a registry record that is malformed now.
-type Rejection struct {
-	Record string `json:"record"`
-	Error  string `json:"error"`
-}
-
-// Rejections returns the records malformed now, by record name, at most
-// limit of them, and how many there are in all (beyond MaxListedRejections
-// only counted).
-func (p *Pipeline) Rejections(limit int) (list []Rejection, total int) {
-	p.rejectedMu.Lock()
-	defer p.rejectedMu.Unlock()
-	for _, record := range slices.Sorted(maps.Keys(p.rejected)) {
-		if len(list) == limit {
-			break
-		}
-		list = append(list, Rejection{Record: record, Error: p.rejected[record]})
-	}
-	return list, len(p.rejected) + p.rejectedOver
-}
-
 // Unreachable implements registry.Sink.
 func (p *Pipeline) Unreachable(err error) {
 	p.mu.Lock()
@@ -357,6 +291,7 @@ func (p *Pipeline) Unreachable(err error) {
 	case err == nil && was != nil:
 		p.metrics.unreachable.Set(0)
 		p.log.Info("registry reachable again")
+		p.poke() // a hold waiting for the registry to be reachable is judged again
 	}
 }
 
@@ -405,6 +340,11 @@ func (p *Pipeline) reported() {
 		p.firstReport = now
 	}
 	p.lastReport = now
+	p.poke()
+}
+
+// poke wakes the Run goroutine.
+func (p *Pipeline) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -413,14 +353,22 @@ func (p *Pipeline) reported() {
 
 // Run coalesces reports and applies them until ctx is cancelled.
 func (p *Pipeline) Run(ctx context.Context) error {
+	holdTimer := time.NewTimer(time.Hour)
+	holdTimer.Stop()
+	defer holdTimer.Stop()
 	for {
+		if due := p.holdDue(); !due.IsZero() {
+			holdTimer.Reset(time.Until(due))
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-holdTimer.C: // a held removal may be confirmed: flush with no report
 		case <-p.wake:
-		}
-		if err := p.waitQuiet(ctx); err != nil {
-			return err
+			holdTimer.Stop()
+			if err := p.waitQuiet(ctx); err != nil {
+				return err
+			}
 		}
 		p.flush()
 	}
@@ -479,6 +427,7 @@ func (p *Pipeline) flush() {
 		}
 	}
 
+	p.holdRemovals(work)
 	if p.cfg.VIPs != nil {
 		p.allocate(work)
 	}
@@ -542,6 +491,7 @@ type serviceJob struct {
 	unchanged bool           // svc is what is served already
 	objects   []*snapshot.Object
 	dns       bool // the ServiceEntry's resolution is DNS
+	dropped   []convert.DroppedInstance
 	err       error
 }
 
@@ -562,7 +512,7 @@ func (p *Pipeline) convertAll(jobs []serviceJob) {
 			j.unchanged = true
 			return
 		}
-		j.objects, j.dns, j.err = p.objects(j.svc, j.addresses)
+		j.objects, j.dns, j.dropped, j.err = p.objects(j.svc, j.addresses)
 	}
 	parallel.For(len(jobs), convertParallelMin, func(i int) { one(&jobs[i]) })
 }
@@ -576,6 +526,7 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 	old := p.served[key]
 	if svc == nil {
 		if old == nil {
+			p.noteService(key, nil, nil, nil) // it may have been rejected
 			return changes
 		}
 		for _, rk := range old.resources {
@@ -584,6 +535,7 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 		}
 		delete(p.served, key)
 		p.countDNS(old, nil)
+		p.noteService(key, nil, nil, nil)
 		return changes
 	}
 	if j.unchanged {
@@ -595,13 +547,21 @@ func (p *Pipeline) serviceChanges(j *serviceJob, changes []snapshot.Change) []sn
 	}
 	if err != nil {
 		p.metrics.servicesRejected.Inc()
-		attrs := []any{"service", key.String(), "registry", svc.Registry, "error", err}
 		if old != nil {
-			attrs = append(attrs, "serving", "previous version")
+			err = fmt.Errorf("%w (its previous version stays served)", err)
+		} else {
+			err = fmt.Errorf("%w (not served)", err)
 		}
-		p.log.Warn("service rejected", attrs...)
+		p.noteService(key, err, nil, nil)
 		return changes
 	}
+	var dropped []string
+	var droppedErrs []error
+	for _, d := range j.dropped {
+		dropped = append(dropped, instanceRecord(key, d.ID))
+		droppedErrs = append(droppedErrs, fmt.Errorf("instance %q (address %q) left out of its service, which is served without it: %w", d.ID, d.Address, d.Reason))
+	}
+	p.noteService(key, nil, dropped, droppedErrs)
 	if old == nil || !slices.Equal(old.model.Hosts, svc.Hosts) {
 		p.logRewrittenHosts(key, svc)
 	}
@@ -654,7 +614,8 @@ func (p *Pipeline) claim(key model.ServiceKey, objects []*snapshot.Object) error
 func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 	for _, h := range svc.Hosts {
 		if s := convert.SanitizeHost(h); s != "" && s != strings.ToLower(h) {
-			p.log.Info("host rewritten to a valid DNS name", "service", key.String(), "registry", svc.Registry, "host", h, "served_as", s)
+			p.rejections.logRateLimited(slog.LevelInfo, "host_rewritten", "host rewritten to a valid DNS name",
+				"service", Cut(key.String(), MaxRecordLen), "registry", svc.Registry, "host", Cut(h, MaxRecordLen), "served_as", s)
 		}
 	}
 }
@@ -662,15 +623,16 @@ func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 // objects converts svc, with addresses allocated for it if any, and encodes
 // its resources for the store. It reads nothing but its arguments and the
 // configuration: convertAll calls it concurrently.
-func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*snapshot.Object, dns bool, err error) {
+func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*snapshot.Object, dns bool, dropped []convert.DroppedInstance, err error) {
 	in := *svc
 	if len(addresses) > 0 {
 		in.Addresses = addresses
 	}
-	resources, err := convert.Convert(in, p.cfg.Convert)
+	converted, err := convert.ConvertService(in, p.cfg.Convert)
 	if err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
+	resources := converted.Resources
 	origin := originOf(svc.Registry, resources)
 	objects = make([]*snapshot.Object, 0, len(resources))
 	for _, r := range resources {
@@ -679,12 +641,12 @@ func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*s
 		}
 		obj, err := encode(r)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		obj.Origin = origin
 		objects = append(objects, obj)
 	}
-	return objects, dns, nil
+	return objects, dns, converted.Dropped, nil
 }
 
 // originOf describes, for config subset rules, the service resources were
@@ -765,6 +727,7 @@ type metrics struct {
 	// dnsServices: served ServiceEntries with resolution DNS.
 	dnsServices prometheus.Gauge
 	addressMetrics
+	holdMetrics
 }
 
 // newMetrics makes the pipeline's metrics; lastKnownCurrent feeds
@@ -772,6 +735,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent func() time.Time) *metrics {
 	m := &metrics{
 		addressMetrics: newAddressMetrics(),
+		holdMetrics:    newHoldMetrics(),
 		dnsServices: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_dns_resolution_services",
 			Help: "Services served with resolution DNS (an instance address is a host name): istiod makes every endpoint change of these a full push, not an EDS update.",
@@ -784,7 +748,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 		// the family name of the counter above.
 		recordsRejectedNow: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_registry_malformed_records",
-			Help: "Registry records malformed now: rejected, and not yet fixed or removed (listed in /debug/status; at most 1000 are tracked).",
+			Help: "Registry records malformed now, the adapter's and the services and instances the core could not serve: rejected, and not yet fixed or removed (the first 1000 are listed in /debug/status).",
 		}),
 		degradedParts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_registry_degraded_parts",
@@ -820,6 +784,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 	if reg != nil {
 		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync,
 			m.addressedHosts, m.unaddressedHosts, m.addressesMoved, m.dnsServices)
+		reg.MustRegister(m.holdMetrics.collectors()...)
 	}
 	return m
 }
