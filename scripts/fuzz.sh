@@ -22,6 +22,8 @@ targets=(
 	"./adapters/file FuzzFastDocuments"
 	"./adapters/file FuzzDecodeService"
 	"./adapters/consul FuzzMapService"
+	"./adapters/eureka FuzzDecode"
+	"./adapters/eureka FuzzDecodeLimits"
 	"./internal/xds FuzzRequests"
 	"./internal/mcp FuzzRequest"
 )

@@ -128,8 +128,10 @@ func (r *Registry) fetch(ctx context.Context, hc *http.Client, s *server, kind f
 	defer resp.Body.Close()
 	wire := &countingReader{r: resp.Body}
 	if resp.StatusCode != http.StatusOK {
-		snippet, _ := io.ReadAll(io.LimitReader(wire, 256))
-		msg := strings.Join(strings.Fields(string(snippet)), " ")
+		// The body is the server's: never quoted as received (it may echo the request's
+		// Authorization header), only cut and redacted.
+		snippet, _ := io.ReadAll(io.LimitReader(wire, 4*maxServerText))
+		msg := serverText(snippet)
 		if msg != "" {
 			msg = ": " + msg
 		}
@@ -145,11 +147,16 @@ func (r *Registry) fetch(ctx context.Context, hc *http.Client, s *server, kind f
 		body = zr
 	}
 	decoded := &countingReader{r: body}
-	apps, err := Decode(decoded, resp.Header.Get("Content-Type"), r.cfg.MaxBody)
+	apps, err := DecodeLimits(decoded, resp.Header.Get("Content-Type"), r.cfg.limits())
 	if err != nil {
 		result := resultMalformed
 		if ctx.Err() != nil || isTransport(err) {
 			result = resultUnreachable
+		}
+		err = safeError(err) // a decoder's error can quote the listing
+		if le, ok := errors.AsType[*LimitError](err); ok {
+			// Refused as it was decoded, never held whole; say which flag raises the bound.
+			err = fmt.Errorf("%w (raise %s if the registry really is this large)", err, limitFlag(le.What))
 		}
 		return nil, &fetchError{result, fmt.Errorf("GET %s%s: %w", s.name, kind.path(), err)}
 	}

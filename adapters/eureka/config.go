@@ -76,6 +76,11 @@ type Config struct {
 	Timeout time.Duration
 	// MaxBody bounds a listing's size (decompressed). Default DefaultMaxBody.
 	MaxBody int64
+	// MaxInstances and MaxApps bound the instances (servable or not) and applications one
+	// listing, or the local copy a delta is applied to, may hold: a listing over either is
+	// refused as it is decoded, before it is held whole, and the last state stays served.
+	// Defaults DefaultMaxInstances and DefaultMaxApps.
+	MaxInstances, MaxApps int
 	// AuthFile holds "user:password" for HTTP basic auth, read again before every request, so a
 	// rotated password needs no restart. It applies to every URL without credentials of its own.
 	AuthFile string
@@ -190,6 +195,18 @@ func (cfg *Config) validate() (*template.Template, []server, error) {
 	}
 	if cfg.MaxBody < 1<<10 {
 		add("--eureka-max-body %d: want at least 1024 bytes", cfg.MaxBody)
+	}
+	if cfg.MaxInstances == 0 {
+		cfg.MaxInstances = DefaultMaxInstances
+	}
+	if cfg.MaxInstances < 1 {
+		add("--eureka-max-instances %d: want at least 1, e.g. %d", cfg.MaxInstances, DefaultMaxInstances)
+	}
+	if cfg.MaxApps == 0 {
+		cfg.MaxApps = DefaultMaxApps
+	}
+	if cfg.MaxApps < 1 {
+		add("--eureka-max-apps %d: want at least 1, e.g. %d", cfg.MaxApps, DefaultMaxApps)
 	}
 	if cfg.AuthFile != "" {
 		if _, _, err := cfg.basicAuth(); err != nil {
@@ -320,6 +337,22 @@ func (cfg *Config) basicAuth() (user, password string, err error) {
 		return "", "", fmt.Errorf("--eureka-auth-file %s: want one line user:password (HTTP basic auth)", cfg.AuthFile)
 	}
 	return user, password, nil
+}
+
+// limits are the bounds of one listing.
+func (cfg *Config) limits() Limits {
+	return Limits{MaxBody: cfg.MaxBody, MaxApps: cfg.MaxApps, MaxInstances: cfg.MaxInstances}
+}
+
+// limitFlag names the flag that raises a limit, for errors.
+func limitFlag(what string) string {
+	switch what {
+	case LimitApplications:
+		return "--eureka-max-apps"
+	case LimitInstances:
+		return "--eureka-max-instances"
+	}
+	return "--eureka-max-body"
 }
 
 func (cfg *Config) tlsFiles() tlsfiles.Files {

@@ -14,6 +14,8 @@ type metrics struct {
 	rejected      *prometheus.CounterVec
 	serverUp      *prometheus.GaugeVec
 	fetchDuration *prometheus.HistogramVec
+	suspect       *prometheus.CounterVec
+	holding       prometheus.Gauge
 }
 
 // Reasons for a full fetch (the label of galleon_eureka_full_fetches_total).
@@ -22,6 +24,17 @@ const (
 	fullMismatch = "mismatch" // a delta left the local apps__hashcode unlike the server's
 	fullOutage   = "outage"   // no answer for longer than --eureka-delta-window
 	fullPeriodic = "periodic" // --eureka-relist-interval (or --max-lease-age)
+	fullConfirm  = "confirm"  // a held listing that would remove most applications, asked for again
+	fullFailback = "failback" // the primary answers again while a standby is read
+)
+
+// Outcomes of a suspicious full listing, one that would remove every application or more than
+// half of them (the label of galleon_eureka_suspicious_listings_total).
+const (
+	suspectHeld      = "held"      // the first such answer: held, not applied
+	suspectConfirmed = "confirmed" // a second answer agreed: applied
+	suspectCleared   = "cleared"   // an answer listing the applications: the held one dropped
+	suspectFailback  = "failback"  // the primary's answer, not read: the standby is kept
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		fullFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_eureka_full_fetches_total",
-			Help: "Full listings fetched, by reason (start, mismatch: a delta did not reconcile with apps__hashcode, outage: longer than --eureka-delta-window, periodic: --eureka-relist-interval or --max-lease-age).",
+			Help: "Full listings fetched, by reason (start, mismatch: a delta did not reconcile with apps__hashcode, outage: longer than --eureka-delta-window, periodic: --eureka-relist-interval or --max-lease-age, confirm: a held listing that would remove most applications asked for again, failback: the primary answers again while a standby is read).",
 		}, []string{"reason"}),
 		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_eureka_hashcode_mismatches_total",
@@ -59,9 +72,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to fetch and decode a listing, by kind (full, delta).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
 		}, []string{"kind"}),
+		suspect: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "galleon_eureka_suspicious_listings_total",
+			Help: "Full listings that would remove every application served or more than half of them, by outcome (held: the first, not applied; confirmed: a second answer agreed, applied; cleared: an answer listing the applications came first, the held one dropped; failback: the primary's listing, so the standby stays read).",
+		}, []string{"outcome"}),
+		holding: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_eureka_listing_held",
+			Help: "1 while a full listing that would remove most applications is held, unapplied, until a second answer confirms or clears it.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.wireBytes, m.bodyBytes, m.fullFetches, m.mismatches, m.rejected, m.serverUp, m.fetchDuration)
+		reg.MustRegister(m.requests, m.wireBytes, m.bodyBytes, m.fullFetches, m.mismatches, m.rejected, m.serverUp, m.fetchDuration,
+			m.suspect, m.holding)
 	}
 	return m
 }

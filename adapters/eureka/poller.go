@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -30,8 +31,18 @@ import (
 //   - After an outage longer than DeltaWindow the deltas no longer cover what was missed: the
 //     next fetch is a full one. After a shorter outage a delta that reconciles is enough.
 //   - One server is read at a time. When it fails the next is tried at once; the failed one is
-//     probed in the background with back-off and reported Degraded until it answers again,
-//     but the adapter stays on the server that works.
+//     probed in the background with back-off and reported Degraded until it answers again.
+//     The adapter stays on the server that works until the primary (the first of
+//     --eureka-urls) answers a probe again: then its full listing is fetched, and read from
+//     then on unless it would remove most of what is served (failback).
+//   - Emptiness is a claim that needs evidence. A full listing that would remove every
+//     application, or more than half of them, while the adapter serves some is what a server
+//     restarted empty or a peer not yet synced answers. It is held, not applied (WARN, once),
+//     and the full listing is asked for again at each poll, from another server first when
+//     there are several; it is applied when a second answer agrees (it too would remove that
+//     much), and forgotten when an answer does not (a server that lists the applications
+//     clears it). The core holds a large removal once more (--removal-hold), so one bad answer
+//     never empties the mesh.
 //
 // Everything but the probes runs in Run's goroutine; probes only report their result.
 
@@ -85,6 +96,26 @@ type poller struct {
 	// while mismatches keep coming and is reset by a delta that reconciles.
 	mismatchBackoff  time.Duration
 	lastMismatchFull time.Time
+	// mismatchTold: a mismatch was logged and no delta has reconciled since (one line an
+	// episode, however long the server's hashcode disagrees).
+	mismatchTold bool
+
+	// suspect is a full listing held unapplied: it would remove too much (see suspicious).
+	suspect *suspicion
+	// failback: the primary answered a probe while another server is read; its full listing
+	// is tried at the next step. failbackTold: a refused failback was logged.
+	failback, failbackTold bool
+	// failbackBackoff is the wait before the primary is asked again after its listing was
+	// refused for a failback: doubling from minProbe to maxProbe, reset when it is read.
+	failbackBackoff time.Duration
+}
+
+// suspicion is a held full listing: which server answered it, when, and what it listed.
+type suspicion struct {
+	from     int
+	since    time.Time
+	apps     int
+	removing int
 }
 
 type serverState struct {
@@ -145,8 +176,21 @@ func (p *poller) run(ctx context.Context) error {
 // returns how long to wait before the next step.
 func (p *poller) step(ctx context.Context) time.Duration {
 	now := time.Now()
+	if p.failback && p.cur != 0 && p.apps != nil && p.suspect == nil && !p.outage {
+		if wait, ok := p.tryFailback(ctx); ok || ctx.Err() != nil {
+			return wait
+		}
+	}
+	p.failback = false
 	kind, why := p.nextFetch(now)
-	f, err := p.fetchAny(ctx, kind)
+	var f *fetched
+	var i int
+	var err error
+	if p.suspect != nil && len(p.r.servers) > 1 {
+		f, i, err = p.fetchConfirm(ctx)
+	} else {
+		f, i, err = p.fetchAny(ctx, kind, p.cur)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0
@@ -161,14 +205,24 @@ func (p *poller) step(ctx context.Context) time.Duration {
 	}
 	wasOutage := p.outage
 	if wasOutage {
-		p.r.log.Info("a Eureka server answers again", "server", p.r.servers[p.cur].name)
+		p.r.log.Info("a Eureka server answers again", "server", p.r.servers[i].name)
 	}
 	p.outage, p.retry = false, 0
 	p.lastOK = time.Now()
+	if kind == kindFull && p.hold(f, i) {
+		return p.r.cfg.PollInterval
+	}
+	p.use(i)
 	if kind == kindFull {
 		p.applyFull(f, why)
-	} else {
-		p.applyDelta(f, wasOutage)
+	} else if err := p.applyDelta(f, wasOutage); err != nil {
+		// The local copy would grow over a limit: keep the last state, as for a listing
+		// over it, and relist (refused too while the registry stays that large).
+		p.r.log.Warn("a Eureka delta would take the registry over a limit: serving the last state", "err", err)
+		p.outage = true
+		p.rec.Unreachable(err)
+		p.scheduleFull(fullMismatch, now)
+		return p.r.cfg.PollInterval
 	}
 	wait := p.r.cfg.PollInterval
 	if !p.fullDue.IsZero() {
@@ -182,6 +236,8 @@ func (p *poller) nextFetch(now time.Time) (fetchKind, string) {
 	switch {
 	case p.apps == nil:
 		return kindFull, fullStart
+	case p.suspect != nil:
+		return kindFull, fullConfirm
 	case now.Sub(p.lastOK) > p.r.cfg.DeltaWindow:
 		return kindFull, fullOutage
 	case !p.fullDue.IsZero() && !now.Before(p.fullDue):
@@ -203,22 +259,25 @@ func (p *poller) relistEvery() time.Duration {
 	return every
 }
 
-// fetchAny fetches from the server in use, else from the others in turn, and stays on the
-// first that answers. A server that fails is marked down (and probed later); while another
-// answers it is reported Degraded. When none answers the error names each failure.
-func (p *poller) fetchAny(ctx context.Context, kind fetchKind) (*fetched, error) {
+// fetchAny fetches from server start (the one in use, or another to confirm a suspicious
+// answer), else from the others in turn, and says which answered; the caller decides whether
+// to read that server from then on (use). A server that fails is marked down (and probed
+// later); while another answers it is reported Degraded. When none answers the error names
+// each failure.
+func (p *poller) fetchAny(ctx context.Context, kind fetchKind, start int) (*fetched, int, error) {
 	n := len(p.r.servers)
 	var errs []error
 	now := time.Now()
-	// First the server in use, then those not known to be down, then (only if those all
-	// failed) the ones that are down and not yet due for a probe.
+	// First start, then those not known to be down, then (only if those all failed) the ones
+	// that are down and not yet due for a probe. The server in use is always asked, even
+	// while a probe of it runs.
 	order := make([]int, 0, n)
-	order = append(order, p.cur)
+	order = append(order, start)
 	for pass := 0; pass < 2; pass++ {
 		for k := 1; k < n; k++ {
-			i := (p.cur + k) % n
+			i := (start + k) % n
 			s := &p.servers[i]
-			if s.probing {
+			if s.probing && i != p.cur {
 				continue
 			}
 			up := !s.down || !now.Before(s.next)
@@ -229,25 +288,166 @@ func (p *poller) fetchAny(ctx context.Context, kind fetchKind) (*fetched, error)
 	}
 	for _, i := range order {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 		f, err := p.fetchFrom(ctx, i, kind)
 		if err == nil {
-			if i != p.cur {
-				p.r.log.Warn("reading another Eureka server", "server", p.r.servers[i].name, "instead_of", p.r.servers[p.cur].name)
-				p.cur = i
-			}
 			p.serverUp(i)
 			p.reportDown()
-			return f, nil
+			return f, i, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 		p.serverDown(i, err)
 		errs = append(errs, err)
 	}
-	return nil, errors.Join(errs...)
+	return nil, 0, errors.Join(errs...)
+}
+
+// fetchConfirm asks for the full listing again while a suspicious one is held, from the
+// other servers first (a server restarted empty answers the same again) and then from the one
+// that sent it, until one lists the applications: a server that does is preferred to any that
+// does not. It returns that answer, else the last that agreed with the held one.
+func (p *poller) fetchConfirm(ctx context.Context) (*fetched, int, error) {
+	n := len(p.r.servers)
+	now := time.Now()
+	var last *fetched
+	lastI := 0
+	var errs []error
+	for k := 1; k <= n; k++ {
+		i := (p.suspect.from + k) % n
+		s := &p.servers[i]
+		if i != p.suspect.from && (s.probing || s.down && now.Before(s.next)) {
+			continue // being probed, or down and not due: its probe says when it is back
+		}
+		if ctx.Err() != nil {
+			return nil, 0, ctx.Err()
+		}
+		f, err := p.fetchFrom(ctx, i, kindFull)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			p.serverDown(i, err)
+			errs = append(errs, err)
+			continue
+		}
+		p.serverUp(i)
+		last, lastI = f, i
+		if _, bad := p.suspicious(f.apps); !bad {
+			break
+		}
+	}
+	p.reportDown()
+	if last == nil {
+		return nil, 0, errors.Join(errs...)
+	}
+	return last, lastI, nil
+}
+
+// use makes server i the one read from now on.
+func (p *poller) use(i int) {
+	if i == p.cur {
+		return
+	}
+	if i == 0 {
+		p.r.log.Info("reading the primary Eureka server again", "server", p.r.servers[i].name, "instead_of", p.r.servers[p.cur].name)
+	} else {
+		p.r.log.Warn("reading another Eureka server", "server", p.r.servers[i].name, "instead_of", p.r.servers[p.cur].name)
+	}
+	if p.cur == 0 && !p.servers[0].down {
+		// Left for its answer, not for failing: probe it soon, not a standbyProbe later.
+		p.servers[0].next = time.Now().Add(jitter(minProbe))
+	}
+	if i == 0 {
+		p.failbackBackoff = 0
+	}
+	p.cur = i
+	p.failback, p.failbackTold = false, false
+}
+
+// suspicious says whether a full listing would remove every application the local copy
+// holds, or more than half of them: what a server restarted empty, or a peer not yet synced,
+// answers. It says how many it would remove.
+func (p *poller) suspicious(next *Applications) (int, bool) {
+	if p.apps == nil || len(p.apps.Apps) == 0 {
+		return 0, false // nothing served: nothing to lose
+	}
+	listed := make(map[string]bool, len(next.Apps))
+	for _, app := range next.Apps {
+		listed[strings.ToUpper(app.Name)] = true
+	}
+	removing := 0
+	for _, app := range p.apps.Apps {
+		if !listed[strings.ToUpper(app.Name)] {
+			removing++
+		}
+	}
+	return removing, len(next.Apps) == 0 || 2*removing > len(p.apps.Apps)
+}
+
+// hold decides what to do with a full listing from server i: false to apply it, true when it
+// is held as suspicious (the first such answer; the next full fetch confirms or clears it).
+func (p *poller) hold(f *fetched, i int) bool {
+	removing, bad := p.suspicious(f.apps)
+	m := p.r.metrics
+	switch {
+	case bad && p.suspect == nil:
+		p.suspect = &suspicion{from: i, since: time.Now(), apps: len(f.apps.Apps), removing: removing}
+		m.suspect.WithLabelValues(suspectHeld).Inc()
+		m.holding.Set(1)
+		p.r.log.Warn("a Eureka server's full listing would remove most applications: holding it until another answer confirms it",
+			"server", p.r.servers[i].name, "served", len(p.apps.Apps), "listed", len(f.apps.Apps), "removing", removing)
+		return true
+	case bad:
+		p.r.log.Warn("a second Eureka answer confirms the removal: applying it",
+			"server", p.r.servers[i].name, "first", p.r.servers[p.suspect.from].name, "listed", len(f.apps.Apps),
+			"removing", removing, "held", time.Since(p.suspect.since).Round(time.Millisecond))
+		m.suspect.WithLabelValues(suspectConfirmed).Inc()
+	case p.suspect != nil:
+		p.r.log.Info("a Eureka server lists the applications again: the held listing is dropped",
+			"server", p.r.servers[i].name, "listed", len(f.apps.Apps), "held_from", p.r.servers[p.suspect.from].name)
+		m.suspect.WithLabelValues(suspectCleared).Inc()
+	default:
+		return false
+	}
+	p.suspect = nil
+	m.holding.Set(0)
+	return false
+}
+
+// tryFailback fetches the primary's full listing while another server is read, and reads the
+// primary again unless its listing would remove most of what is served (a primary restarted
+// empty is not preferred to a standby that lists the applications). ok is true when the
+// primary is read again (wait is then the next step's).
+func (p *poller) tryFailback(ctx context.Context) (wait time.Duration, ok bool) {
+	p.failback = false
+	f, err := p.fetchFrom(ctx, 0, kindFull)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.serverDown(0, err)
+			p.reportDown()
+		}
+		return 0, false
+	}
+	p.serverUp(0)
+	if removing, bad := p.suspicious(f.apps); bad {
+		if !p.failbackTold {
+			p.r.log.Warn("the primary Eureka server answers again but would remove most applications: staying on the standby",
+				"primary", p.r.servers[0].name, "standby", p.r.servers[p.cur].name, "served", len(p.apps.Apps),
+				"listed", len(f.apps.Apps), "removing", removing)
+			p.failbackTold = true
+		}
+		p.r.metrics.suspect.WithLabelValues(suspectFailback).Inc()
+		p.failbackBackoff = min(max(2*p.failbackBackoff, minProbe), maxProbe)
+		p.servers[0].next = time.Now().Add(jitter(p.failbackBackoff))
+		return 0, false
+	}
+	p.lastOK = time.Now()
+	p.use(0)
+	p.applyFull(f, fullFailback)
+	return p.r.cfg.PollInterval, true
 }
 
 // fetchFrom is one request to server i, counted.
@@ -334,6 +534,9 @@ func (p *poller) probed(pr probeResult) {
 	}
 	wasDown := p.servers[pr.i].down
 	p.serverUp(pr.i)
+	if pr.i == 0 && p.cur != 0 {
+		p.failback = true // tried at the next step
+	}
 	if wasDown && !p.outage && p.apps != nil {
 		p.rec.Flush() // tells Degraded(server, nil); nothing else is pending
 	}
@@ -368,10 +571,15 @@ func (p *poller) applyFull(f *fetched, why string) {
 	p.rec.Flush()
 }
 
-// applyDelta applies a delta; wasOutage says every server failed until this answer.
-func (p *poller) applyDelta(f *fetched, wasOutage bool) {
+// applyDelta applies a delta; wasOutage says every server failed until this answer. It
+// refuses (and applies nothing of) a delta that takes the local copy over --eureka-max-apps
+// or --eureka-max-instances.
+func (p *poller) applyDelta(f *fetched, wasOutage bool) error {
 	now := time.Now()
 	next, res := ApplyDelta(p.apps, f.apps)
+	if err := p.checkLimits(next); err != nil {
+		return err
+	}
 	p.apps = next
 	for _, s := range res.Unapplied {
 		p.transient[recordName(s.App, s.InstanceID)] = bad(s.Reason, s.Err)
@@ -384,20 +592,45 @@ func (p *poller) applyDelta(f *fetched, wasOutage bool) {
 	if !res.Reconciled {
 		p.r.metrics.mismatches.Inc()
 		p.scheduleFull(fullMismatch, now)
-		p.r.log.Info("apps__hashcode differs from the server's after a delta: a full fetch is scheduled",
-			"local", res.Hashcode, "server", f.apps.AppsHashcode, "at", p.fullDue.Format(time.RFC3339Nano))
+		// Once an episode: a server whose hashcode never agrees would log every poll.
+		level := slog.LevelDebug
+		if !p.mismatchTold {
+			level, p.mismatchTold = slog.LevelInfo, true
+		}
+		p.r.log.Log(context.Background(), level, "apps__hashcode differs from the server's after a delta: a full fetch is scheduled",
+			"local", res.Hashcode, "server", cut(f.apps.AppsHashcode), "at", p.fullDue.Format(time.RFC3339Nano))
 		if wasOutage {
 			// Changes may have been missed in the outage: serve nothing new until the full
 			// listing (the Reconciler's rule: relist before ending an outage).
-			return
+			return nil
 		}
 	} else {
-		p.mismatchBackoff = 0
+		p.mismatchBackoff, p.mismatchTold = 0, false
 		if wasOutage {
 			p.rec.Resumed()
 		}
 	}
 	p.rec.Flush()
+	return nil
+}
+
+// checkLimits refuses a local copy over --eureka-max-apps or --eureka-max-instances (a delta
+// can grow it past what a listing may hold).
+func (p *poller) checkLimits(a *Applications) error {
+	cfg := &p.r.cfg
+	if len(a.Apps) > cfg.MaxApps {
+		return fmt.Errorf("%w (raise %s if the registry really is this large)",
+			&LimitError{What: LimitApplications, Limit: int64(cfg.MaxApps)}, limitFlag(LimitApplications))
+	}
+	n := len(a.Skipped)
+	for _, app := range a.Apps {
+		n += len(app.Instances)
+	}
+	if n > cfg.MaxInstances {
+		return fmt.Errorf("%w (raise %s if the registry really is this large)",
+			&LimitError{What: LimitInstances, Limit: int64(cfg.MaxInstances)}, limitFlag(LimitInstances))
+	}
+	return nil
 }
 
 // scheduleFull schedules one full fetch at a random point of the next PollInterval, no sooner

@@ -1,6 +1,7 @@
 package eureka
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"errors"
@@ -40,8 +41,67 @@ const (
 // stops a runaway answer before it costs the adapter its memory.
 const DefaultMaxBody = 64 << 20
 
-// ErrTooLarge is returned (wrapped) by Decode for a listing over its limit.
+// DefaultMaxInstances and DefaultMaxApps bound what one listing may list, counted as it is
+// decoded: the bytes of a listing do not bound the memory it takes, its records do. An
+// instance of Spring Cloud size takes 1 to 1.3 kB of JSON, so a listing within DefaultMaxBody
+// holds about 50,000 of them; a minimal one (an id, a status, a port) takes 47 bytes, so
+// DefaultMaxBody alone would let 1.4 million through, each taking about ten times its size
+// once decoded, and a ServiceEntry endpoint after that. 100,000 instances and 20,000
+// applications are twice what a listing of real instances within DefaultMaxBody can hold,
+// and several times the largest registries Netflix describes running.
+const (
+	DefaultMaxInstances = 100_000
+	DefaultMaxApps      = 20_000
+)
+
+// ErrTooLarge is returned (wrapped, as a *LimitError) by Decode for a listing over one of its
+// limits.
 var ErrTooLarge = errors.New("eureka: listing too large")
+
+// Limits bound one listing. A zero field is its default; DecodeBytes applies none.
+type Limits struct {
+	// MaxBody is in bytes, after decompression (DefaultMaxBody).
+	MaxBody int64
+	// MaxApps counts the applications listed, MaxInstances the instances, servable or not
+	// (DefaultMaxApps, DefaultMaxInstances).
+	MaxApps, MaxInstances int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBody <= 0 {
+		l.MaxBody = DefaultMaxBody
+	}
+	if l.MaxApps <= 0 {
+		l.MaxApps = DefaultMaxApps
+	}
+	if l.MaxInstances <= 0 {
+		l.MaxInstances = DefaultMaxInstances
+	}
+	return l
+}
+
+// What a LimitError is about.
+const (
+	LimitBytes        = "bytes"
+	LimitApplications = "applications"
+	LimitInstances    = "instances"
+)
+
+// LimitError is a listing over one of its Limits. The decoder stops at the first record (or
+// byte) over the limit: a listing over it is never held whole.
+type LimitError struct {
+	What  string // LimitBytes, LimitApplications or LimitInstances
+	Limit int64
+}
+
+func (e *LimitError) Error() string {
+	if e.What == LimitBytes {
+		return fmt.Sprintf("%v: over %d bytes", ErrTooLarge, e.Limit)
+	}
+	return fmt.Sprintf("%v: more than %d %s", ErrTooLarge, e.Limit, e.What)
+}
+
+func (e *LimitError) Unwrap() error { return ErrTooLarge }
 
 // Applications is one decoded /apps or /apps/delta listing, or the local registry the adapter
 // keeps (ApplyDelta). Treat it as immutable: ApplyDelta shares unchanged Applications and
@@ -209,34 +269,86 @@ func FormatOf(contentType string, body []byte) Format {
 }
 
 // Decode reads one listing (the body of GET /apps or /apps/delta) of at most limit bytes
-// (DefaultMaxBody if limit <= 0) and decodes it as FormatOf(contentType) says. A body over the
-// limit is ErrTooLarge, a body that is not a listing (bad syntax, no <applications> or
-// "applications" root) is an error; an instance that cannot be served is skipped (see Skipped)
-// and the rest decodes.
+// (DefaultMaxBody if limit <= 0) and the default instance and application counts; see
+// DecodeLimits.
 func Decode(r io.Reader, contentType string, limit int64) (*Applications, error) {
-	if limit <= 0 {
-		limit = DefaultMaxBody
-	}
-	body, err := io.ReadAll(io.LimitReader(r, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("eureka: reading the listing: %w", err)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%w: over %d bytes", ErrTooLarge, limit)
-	}
-	return DecodeBytes(body, FormatOf(contentType, body))
+	return DecodeLimits(r, contentType, Limits{MaxBody: limit})
 }
 
-// DecodeBytes decodes one listing in the given format (see Decode); it has no size limit.
+// DecodeLimits reads one listing within lim and decodes it as FormatOf(contentType) says,
+// streaming: the body is never held whole, only the instance being decoded and what was decoded
+// before it. A listing over a limit is a *LimitError (ErrTooLarge), found at the first byte,
+// application or instance over it; a body that is not a listing (bad syntax, no <applications>
+// or "applications" root) is an error; an instance that cannot be served is skipped (see
+// Skipped) and the rest decodes.
+func DecodeLimits(r io.Reader, contentType string, lim Limits) (*Applications, error) {
+	lim = lim.withDefaults()
+	br := bufio.NewReaderSize(&limitReader{r: r, left: lim.MaxBody, limit: lim.MaxBody}, 64<<10)
+	// Skip white space and a byte order mark, then look at the first character.
+	for {
+		b, err := br.ReadByte()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("eureka: reading the listing: %w", err)
+		}
+		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
+			_ = br.UnreadByte()
+			break
+		}
+	}
+	if bom, _ := br.Peek(3); string(bom) == "\xef\xbb\xbf" {
+		_, _ = br.Discard(3)
+	}
+	first, err := br.Peek(1)
+	if err != nil && err != io.EOF {
+		return nil, fmt.Errorf("eureka: reading the listing: %w", err)
+	}
+	switch f := FormatOf(contentType, first); f {
+	case FormatJSON:
+		return decodeJSON(br, lim)
+	case FormatXML:
+		return decodeXML(br, lim)
+	default:
+		return nil, fmt.Errorf("eureka: unknown format %v", f)
+	}
+}
+
+// DecodeBytes decodes one listing in the given format (see Decode); it has no limit.
 func DecodeBytes(body []byte, f Format) (*Applications, error) {
 	body = trimBOM(body)
 	switch f {
 	case FormatJSON:
-		return decodeJSON(body)
+		return decodeJSON(bytes.NewReader(body), Limits{})
 	case FormatXML:
-		return decodeXML(body)
+		return decodeXML(bytes.NewReader(body), Limits{})
 	}
 	return nil, fmt.Errorf("eureka: unknown format %v", f)
+}
+
+// limitReader reads at most left bytes of r, and fails with a *LimitError if r has more.
+type limitReader struct {
+	r           io.Reader
+	left, limit int64
+	over        bool
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.over {
+		return 0, &LimitError{What: LimitBytes, Limit: l.limit}
+	}
+	// Ask for one byte more than is left: getting it means the body is over the limit.
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	if int64(n) > l.left {
+		l.over = true
+		return int(l.left), &LimitError{What: LimitBytes, Limit: l.limit}
+	}
+	l.left -= int64(n)
+	return n, err
 }
 
 func trimBOM(b []byte) []byte {
@@ -248,18 +360,39 @@ func trimBOM(b []byte) []byte {
 // application's raw instances are held at once): servable instances by application, the others
 // in Skipped; of several with the same application and id the last is kept.
 type assembler struct {
-	out   Applications
-	apps  map[string]int           // upper-case name → index in out.Apps
-	where map[instanceKey]position // where each instance with an id is
-	dead  map[position]bool        // instances replaced by a later one with the same id
+	lim Limits // zero fields: no limit
+	// nApps and nInstances count what was listed, against lim.
+	nApps, nInstances int
+	out               Applications
+	apps              map[string]int           // upper-case name → index in out.Apps
+	where             map[instanceKey]position // where each instance with an id is
+	dead              map[position]bool        // instances replaced by a later one with the same id
 }
 
 // position is an instance's place in the listing: out.Apps[app].Instances[idx], or
 // out.Skipped[idx] when app is -1.
 type position struct{ app, idx int }
 
-func newAssembler() *assembler {
-	return &assembler{out: Applications{VersionsDelta: -1}, apps: map[string]int{}, where: map[instanceKey]position{}}
+func newAssembler(lim Limits) *assembler {
+	return &assembler{lim: lim, out: Applications{VersionsDelta: -1}, apps: map[string]int{}, where: map[instanceKey]position{}}
+}
+
+// countApp counts one more application listed, and fails once they are over the limit.
+func (as *assembler) countApp() error {
+	as.nApps++
+	if as.lim.MaxApps > 0 && as.nApps > as.lim.MaxApps {
+		return &LimitError{What: LimitApplications, Limit: int64(as.lim.MaxApps)}
+	}
+	return nil
+}
+
+// countInstance counts one more instance listed, and fails once they are over the limit.
+func (as *assembler) countInstance() error {
+	as.nInstances++
+	if as.lim.MaxInstances > 0 && as.nInstances > as.lim.MaxInstances {
+		return &LimitError{What: LimitInstances, Limit: int64(as.lim.MaxInstances)}
+	}
+	return nil
 }
 
 func (as *assembler) versionsDelta(v scalar) {
@@ -275,39 +408,44 @@ func (as *assembler) notObject() {
 	as.out.Skipped = append(as.out.Skipped, Skipped{Reason: reasonOther, Err: bad(reasonOther, errors.New("an application that is not an object"))})
 }
 
-// add validates one application's instances and adds them.
+// add validates instances of one application and adds them.
 func (as *assembler) add(appName string, raws []rawInstance) {
 	for i := range raws {
-		in, err := build(appName, &raws[i])
-		key := keyOf(in.App, in.InstanceID)
-		keyed := key.app != "" && key.id != ""
-		if keyed {
-			if p, dup := as.where[key]; dup {
-				as.out.Duplicates++
-				if as.dead == nil {
-					as.dead = map[position]bool{}
-				}
-				as.dead[p] = true
+		as.addOne(appName, &raws[i])
+	}
+}
+
+// addOne validates one instance and adds it.
+func (as *assembler) addOne(appName string, r *rawInstance) {
+	in, err := build(appName, r)
+	key := keyOf(in.App, in.InstanceID)
+	keyed := key.app != "" && key.id != ""
+	if keyed {
+		if p, dup := as.where[key]; dup {
+			as.out.Duplicates++
+			if as.dead == nil {
+				as.dead = map[position]bool{}
 			}
+			as.dead[p] = true
 		}
-		var p position
-		if err != nil {
-			p = position{-1, len(as.out.Skipped)}
-			as.out.Skipped = append(as.out.Skipped, Skipped{App: in.App, InstanceID: in.InstanceID, Status: in.Status,
-				ActionType: in.ActionType, Reason: reasonOf(err), Err: err})
-		} else {
-			j, ok := as.apps[key.app]
-			if !ok {
-				j = len(as.out.Apps)
-				as.apps[key.app] = j
-				as.out.Apps = append(as.out.Apps, Application{Name: in.App, Instances: make([]Instance, 0, len(raws)-i)})
-			}
-			p = position{j, len(as.out.Apps[j].Instances)}
-			as.out.Apps[j].Instances = append(as.out.Apps[j].Instances, in)
+	}
+	var p position
+	if err != nil {
+		p = position{-1, len(as.out.Skipped)}
+		as.out.Skipped = append(as.out.Skipped, Skipped{App: in.App, InstanceID: in.InstanceID, Status: in.Status,
+			ActionType: in.ActionType, Reason: reasonOf(err), Err: err})
+	} else {
+		j, ok := as.apps[key.app]
+		if !ok {
+			j = len(as.out.Apps)
+			as.apps[key.app] = j
+			as.out.Apps = append(as.out.Apps, Application{Name: in.App})
 		}
-		if keyed {
-			as.where[key] = p
-		}
+		p = position{j, len(as.out.Apps[j].Instances)}
+		as.out.Apps[j].Instances = append(as.out.Apps[j].Instances, in)
+	}
+	if keyed {
+		as.where[key] = p
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -351,10 +352,19 @@ func TestDecodeLimit(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("one byte over: %v, want ErrTooLarge", err)
 	}
-	// A body far over the limit is not read to its end.
-	big := &countingReader{r: bytes.NewReader(make([]byte, 10<<20))}
-	if _, err := Decode(big, "", 1024); !errors.Is(err, ErrTooLarge) || big.n > 1025 {
-		t.Fatalf("10 MiB body, limit 1 KiB: %v after reading %d bytes", err, big.n)
+	// A body far over the limit is not read to its end, in either format; one that is no
+	// listing from its first bytes is not either.
+	for _, start := range []string{`{"applications":{"application":[`, `<applications><application>`} {
+		big := &countingReader{r: io.MultiReader(strings.NewReader(start), bytes.NewReader(bytes.Repeat([]byte(" "), 10<<20)))}
+		_, err := Decode(big, "", 1024)
+		var le *LimitError
+		if !errors.As(err, &le) || le.What != LimitBytes || le.Limit != 1024 || big.n > 1025 {
+			t.Fatalf("10 MiB body, limit 1 KiB: %v after reading %d bytes", err, big.n)
+		}
+	}
+	zeros := &countingReader{r: bytes.NewReader(make([]byte, 10<<20))}
+	if _, err := Decode(zeros, "", 1024); err == nil || zeros.n > 1025 {
+		t.Fatalf("10 MiB of zeros, limit 1 KiB: %v after reading %d bytes", err, zeros.n)
 	}
 	if _, err := Decode(bytes.NewReader(body), "", 0); err != nil {
 		t.Fatalf("limit 0 (DefaultMaxBody): %v", err)

@@ -22,8 +22,8 @@ import (
 //
 // Netflix's older XStream JSON codec (Jettison) writes one application or one instance as an
 // object instead of an array of one; its Jackson readers accept both, and so does this.
-func decodeJSON(body []byte) (*Applications, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
+func decodeJSON(body io.Reader, lim Limits) (*Applications, error) {
+	dec := json.NewDecoder(body)
 	fail := func(err error) (*Applications, error) { return nil, fmt.Errorf("eureka: JSON listing: %w", err) }
 	t, err := dec.Token()
 	if err != nil {
@@ -54,7 +54,7 @@ func decodeJSON(body []byte) (*Applications, error) {
 		if t != json.Delim('{') {
 			return fail(fmt.Errorf("applications is a JSON %s, not an object", kindOf(t)))
 		}
-		as = newAssembler()
+		as = newAssembler(lim)
 		if err := decodeJSONApplications(dec, as); err != nil {
 			return fail(err)
 		}
@@ -63,6 +63,9 @@ func decodeJSON(body []byte) (*Applications, error) {
 		return fail(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
+		if _, over := errors.AsType[*LimitError](err); over {
+			return fail(err)
+		}
 		return fail(errors.New("data after the listing"))
 	}
 	if as == nil {
@@ -90,15 +93,18 @@ func decodeJSONApplications(dec *json.Decoder, as *assembler) error {
 			as.appsHashcode(v)
 		case "application":
 			err = eachElement(dec, false, func(t json.Token) error {
+				if err := as.countApp(); err != nil {
+					return err
+				}
 				if t != json.Delim('{') {
 					as.notObject()
 					return skipRest(dec, t)
 				}
 				var name scalar
 				var err error
-				name, scratch, err = decodeJSONApplication(dec, scratch[:0])
+				name, scratch, err = decodeJSONApplication(dec, as, scratch[:0])
 				if err == nil {
-					as.add(name.text(), scratch)
+					as.add(name.text(), scratch) // the instances listed before the name, if any
 				}
 				clear(scratch) // let the instances' maps go
 				return err
@@ -114,23 +120,38 @@ func decodeJSONApplications(dec *json.Decoder, as *assembler) error {
 	return err
 }
 
-// decodeJSONApplication reads one application (its '{' read): its name and its instances,
-// appended to raws.
-func decodeJSONApplication(dec *json.Decoder, raws []rawInstance) (scalar, []rawInstance, error) {
+// decodeJSONApplication reads one application (its '{' read): its name, and its instances.
+// Those listed after the name (Netflix's and Polaris's order) are added to as one by one as
+// they are decoded, so that only the decoded instance is held, not its raw form; those listed
+// before it are appended to raws, for the caller to add once the name is known.
+func decodeJSONApplication(dec *json.Decoder, as *assembler, raws []rawInstance) (scalar, []rawInstance, error) {
 	var name scalar
+	named, added := false, false
 	for dec.More() {
 		key, err := nextKey(dec)
 		if err != nil {
 			return name, raws, err
 		}
-		switch key {
-		case "name":
+		switch {
+		case key == "name" && !added:
 			err = dec.Decode(&name)
-		case "instance":
+			named = true
+		case key == "instance":
 			err = eachElement(dec, true, func(t json.Token) error {
+				if err := as.countInstance(); err != nil {
+					return err
+				}
 				in, err := decodeJSONInstance(dec, t)
-				raws = append(raws, in)
-				return err
+				if err != nil {
+					return err
+				}
+				if named {
+					as.addOne(name.text(), &in)
+					added = true
+				} else {
+					raws = append(raws, in)
+				}
+				return nil
 			})
 		default:
 			err = skipValue(dec)

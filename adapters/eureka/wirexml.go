@@ -1,7 +1,6 @@
 package eureka
 
 import (
-	"bytes"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -79,8 +78,8 @@ func (m xmlMap) toMap() map[string]string {
 
 // decodeXML reads the listing element by element and decodes each instance in one go, holding
 // one application's instances at a time.
-func decodeXML(body []byte) (*Applications, error) {
-	dec := xml.NewDecoder(bytes.NewReader(body))
+func decodeXML(body io.Reader, lim Limits) (*Applications, error) {
+	dec := xml.NewDecoder(body)
 	fail := func(err error) (*Applications, error) { return nil, fmt.Errorf("eureka: XML listing: %w", err) }
 	var root xml.StartElement
 	for {
@@ -99,7 +98,7 @@ func decodeXML(body []byte) (*Applications, error) {
 	if root.Name.Local != "applications" {
 		return fail(fmt.Errorf("the root element is <%s>, not <applications>", root.Name.Local))
 	}
-	as := newAssembler()
+	as := newAssembler(lim)
 	var scratch []rawInstance // one application's instances, reused
 	for {
 		t, err := dec.Token()
@@ -124,10 +123,13 @@ func decodeXML(body []byte) (*Applications, error) {
 			err = dec.DecodeElement(&v, &se)
 			as.appsHashcode(str(v))
 		case "application":
+			if err = as.countApp(); err != nil {
+				break
+			}
 			var name string
-			name, scratch, err = decodeXMLApplication(dec, scratch[:0])
+			name, scratch, err = decodeXMLApplication(dec, as, scratch[:0])
 			if err == nil {
-				as.add(strings.TrimSpace(name), scratch)
+				as.add(strings.TrimSpace(name), scratch) // the instances listed before <name>, if any
 			}
 			clear(scratch)
 		default:
@@ -139,10 +141,12 @@ func decodeXML(body []byte) (*Applications, error) {
 	}
 }
 
-// decodeXMLApplication reads one <application> (its start read): its name and its instances,
-// appended to raws.
-func decodeXMLApplication(dec *xml.Decoder, raws []rawInstance) (string, []rawInstance, error) {
+// decodeXMLApplication reads one <application> (its start read): its name, and its instances,
+// added to as one by one once the name is known, else appended to raws (see
+// decodeJSONApplication).
+func decodeXMLApplication(dec *xml.Decoder, as *assembler, raws []rawInstance) (string, []rawInstance, error) {
 	var name string
+	named, added := false, false
 	for {
 		t, err := dec.Token()
 		if err != nil {
@@ -154,11 +158,27 @@ func decodeXMLApplication(dec *xml.Decoder, raws []rawInstance) (string, []rawIn
 		case xml.StartElement:
 			switch t.Name.Local {
 			case "name":
+				if added {
+					err = dec.Skip()
+					break
+				}
+				name = ""
 				err = dec.DecodeElement(&name, &t)
+				named = true
 			case "instance":
+				if err = as.countInstance(); err != nil {
+					break
+				}
 				var x xmlInstance
-				if err = dec.DecodeElement(&x, &t); err == nil {
-					raws = append(raws, x.raw())
+				if err = dec.DecodeElement(&x, &t); err != nil {
+					break
+				}
+				in := x.raw()
+				if named {
+					as.addOne(strings.TrimSpace(name), &in)
+					added = true
+				} else {
+					raws = append(raws, in)
 				}
 			default:
 				err = dec.Skip()

@@ -30,6 +30,8 @@ func flags(fs *pflag.FlagSet) daemon.NewRegistry {
 	fs.DurationVar(&cfg.RelistInterval, "eureka-relist-interval", eureka.DefaultRelistInterval, "fetch the full listing this often even when every delta reconciled (negative: never)")
 	fs.DurationVar(&cfg.Timeout, "eureka-timeout", eureka.DefaultTimeout, "longest one request may take, body included")
 	fs.Int64Var(&cfg.MaxBody, "eureka-max-body", eureka.DefaultMaxBody, "largest listing accepted, in bytes after decompression")
+	fs.IntVar(&cfg.MaxInstances, "eureka-max-instances", eureka.DefaultMaxInstances, "most instances (servable or not) one listing, or the registry deltas build, may hold; a listing over it is refused as it is read, never held whole, and the last state stays served")
+	fs.IntVar(&cfg.MaxApps, "eureka-max-apps", eureka.DefaultMaxApps, "most applications one listing, or the registry deltas build, may hold; a listing over it is refused as it is read and the last state stays served")
 	fs.StringVar(&cfg.AuthFile, "eureka-auth-file", "", "file holding user:password for HTTP basic auth to servers whose URL has none; read before every request")
 	fs.StringVar(&cfg.TLSCAFile, "eureka-tls-ca", "", "PEM CA bundle that verifies https servers (default: the system's roots); read at every connection")
 	fs.StringVar(&cfg.TLSCertFile, "eureka-tls-cert", "", "PEM client certificate for mutual TLS (with --eureka-tls-key)")
