@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
+	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 )
 
 // TestEmptinessRuleConsul empties a real Consul at once (its one node deregistered, which
@@ -97,4 +98,54 @@ func TestEmptinessRuleConsul(t *testing.T) {
 	waitFor("/readyz without the hold", func() bool { return readyz(holding) == "ready\n" })
 	held.checkNothingLost(t, "a registry emptied and refilled under an hour-long hold")
 	applied.waitHolds(t, "the services back at the 3 s process", keys...)
+}
+
+// TestEurekaEmptyStandby: a Eureka standby that answers 200 with no applications, as a server
+// restarted empty or not yet synced with its peers does, is what issue 27 saw empty a mesh: the
+// adapter failed over to it and served nothing. Two real Eureka API servers (Polaris): A lists
+// orders and payments, B is fresh and empty. A is killed: galleon-eureka holds B's answer and
+// asks again; B answering the same again, the core holds the removal (--removal-hold), so the
+// sink never serves less; once B lists the applications the hold ends.
+func TestEurekaEmptyStandby(t *testing.T) {
+	bin := galleonBinary(t, "galleon-eureka")
+	srvA := eurekatest.Start(t, eurekatest.Options{})
+	srvB := eurekatest.Start(t, eurekatest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	reps := &eurekaReplicas{live: []*eurekatest.Server{srvA, srvB}, registered: map[*eurekatest.Server][]eurekatest.Instance{}}
+	reps.renew(t, 5*time.Second)
+	orders := ordersInstance(1)
+	payments := eurekatest.Instance{App: "payments", ID: "payments-1", IPAddr: "10.60.1.1", Port: ordersPort}
+	reps.register(t, ctx, orders, srvA)
+	reps.register(t, ctx, payments, srvA)
+	if _, err := srvA.WaitApps(ctx, "/apps", func(a *eurekatest.Applications) bool {
+		return len(upIDs(a, ordersApp)) == 1 && len(upIDs(a, "payments")) == 1
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	g := startGalleon(t, bin, "--eureka-urls", srvA.BaseURL()+","+srvB.BaseURL(), "--poll-interval", "500ms", "--debounce-quiet", "20ms")
+	watchServed(t, g.Addr).waitHolds(t, "initial state", ordersKey, paymentsKey)
+	w := watchServed(t, g.Addr, ordersKey, paymentsKey) // from here on every response must hold both
+
+	reps.kill(t, srvA)
+	if !waitLog(g, "full listing would remove most applications: holding it until another answer confirms it", 60*time.Second) {
+		t.Fatal("galleon-eureka did not hold the empty standby's answer")
+	}
+	if !waitLog(g, "registry answer would remove most served services: still serving them until the answer is confirmed", 60*time.Second) {
+		t.Fatal("the core did not hold the removal the standby confirmed")
+	}
+	time.Sleep(5 * time.Second) // ten polls of the empty standby
+	w.checkNothingLost(t, "failover to an empty standby")
+
+	// B learns the applications (its peers' replication, here registration): the hold ends.
+	reps.register(t, ctx, orders, srvB)
+	reps.register(t, ctx, payments, srvB)
+	if !waitLog(g, "registry lists the held services again: removal hold ended", 60*time.Second) {
+		t.Fatal("the hold did not end when the standby listed the applications")
+	}
+	w.checkNothingLost(t, "the standby filled")
+	if g.LogContains("registry answer confirmed: removing the held services") {
+		t.Error("the core removed the services")
+	}
 }
