@@ -283,10 +283,11 @@ func (p *Pipeline) Unreachable(err error) {
 		p.statusMu.Lock()
 		synced := p.status.Synced
 		p.statusMu.Unlock()
+		text := Cut(err.Error(), MaxErrorLen)
 		if synced {
-			p.log.Warn("registry unreachable: serving the last good state", "error", err)
+			p.log.Warn("registry unreachable: serving the last good state", "error", text)
 		} else {
-			p.log.Warn("registry unreachable: nothing is served until it has been listed once", "error", err)
+			p.log.Warn("registry unreachable: nothing is served until it has been listed once", "error", text)
 		}
 	case err == nil && was != nil:
 		p.metrics.unreachable.Set(0)
@@ -299,6 +300,7 @@ func (p *Pipeline) Unreachable(err error) {
 // (err != nil) or back (nil). At most MaxDegradedParts are kept; the
 // registry chooses how many parts it names.
 func (p *Pipeline) Degraded(part string, err error) {
+	part = Cut(part, MaxRecordLen)
 	p.degradedMu.Lock()
 	defer p.degradedMu.Unlock()
 	if p.degraded == nil {
@@ -311,12 +313,12 @@ func (p *Pipeline) Degraded(part string, err error) {
 		p.log.Info("registry part reachable again", "part", part)
 	case err == nil:
 	case !was && len(p.degraded) >= MaxDegradedParts:
-		p.log.Warn("registry part unreachable (not listed in /debug/status: too many parts down)", "part", part, "error", err)
+		p.log.Warn("registry part unreachable (not listed in /debug/status: too many parts down)", "part", part, "error", Cut(err.Error(), MaxErrorLen))
 	default:
 		if !was {
-			p.log.Warn("registry part unreachable: serving what was last listed from it", "part", part, "error", err)
+			p.log.Warn("registry part unreachable: serving what was last listed from it", "part", part, "error", Cut(err.Error(), MaxErrorLen))
 		}
-		p.degraded[part] = err.Error()
+		p.degraded[part] = Cut(err.Error(), MaxErrorLen)
 	}
 	p.metrics.degradedParts.Set(float64(len(p.degraded)))
 }

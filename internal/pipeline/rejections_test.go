@@ -134,3 +134,25 @@ func TestInvalidServiceIsListed(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TestDegradedPartsAreCut: a part name and its error are the registry's
+// (a server URL, a datacenter): bounded as kept and logged like records.
+func TestDegradedPartsAreCut(t *testing.T) {
+	var logs syncbuf.Buffer
+	p, _ := run(t, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	long := strings.Repeat("d", 100_000)
+	p.Degraded(long, fmt.Errorf("refused: %s", long))
+	for part, err := range p.DegradedParts() {
+		if len(part) > MaxRecordLen+64 || len(err) > MaxErrorLen+64 {
+			t.Fatalf("kept a part of %d bytes and an error of %d", len(part), len(err))
+		}
+	}
+	p.Degraded(long, nil)
+	if n := len(p.DegradedParts()); n != 0 {
+		t.Fatalf("%d parts left after the long one came back", n)
+	}
+	p.Unreachable(fmt.Errorf("refused: %s", long))
+	if n := logs.Len(); n > 8_000 {
+		t.Errorf("%d bytes of log for a long part and error", n)
+	}
+}
