@@ -1,0 +1,125 @@
+package e2e
+
+// Bounds in total against the real binaries (issue 27, docs/reliability.md#bounds-in-total):
+// what a registry sends is bounded by what it lists, not by its bytes, with a bounded log.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// hwmKiB is the peak resident set of process pid (VmHWM), in KiB.
+func hwmKiB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+// TestEurekaMillionInstancesBounded: issue 27 found 740,000 minimal instances inside the 64 MiB
+// body limit took galleon-eureka to 2,230 MiB, and each refused body cost ~400 MiB again. A
+// server playing Eureka (only a broken or hostile one answers this) lists two applications, then
+// a million minimal instances (47 MB of JSON) at every full fetch: galleon-eureka must refuse
+// the listing as it reads it (--eureka-max-instances), keep serving the two applications, and
+// stay within a stated peak RSS and log volume over several refusals.
+func TestEurekaMillionInstancesBounded(t *testing.T) {
+	bin := galleonBinary(t, "galleon-eureka")
+	small := []byte(`{"applications":{"versions__delta":"1","apps__hashcode":"UP_2_","application":[` +
+		`{"name":"ORDERS","instance":[{"instanceId":"o1","hostName":"10.70.0.1","ipAddr":"10.70.0.1","status":"UP","port":{"$":8080,"@enabled":"true"}}]},` +
+		`{"name":"CART","instance":[{"instanceId":"c1","hostName":"10.70.0.2","ipAddr":"10.70.0.2","status":"UP","port":{"$":8080,"@enabled":"true"}}]}]}}`)
+	const n = 1_000_000
+	var huge bytes.Buffer
+	huge.WriteString(`{"applications":{"versions__delta":"2","apps__hashcode":"UP_1000000_","application":[{"name":"A","instance":[`)
+	for i := range n {
+		if i > 0 {
+			huge.WriteByte(',')
+		}
+		fmt.Fprintf(&huge, `{"hostName":"h%07d","status":"UP","port":1}`, i)
+	}
+	huge.WriteString(`]}]}}`)
+	// The delta lists nothing and a hashcode the local copy cannot match: a full fetch.
+	delta := []byte(`{"applications":{"versions__delta":"2","apps__hashcode":"UP_1000000_","application":[]}}`)
+
+	var flipped atomic.Bool
+	var fulls atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/eureka/apps/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/delta") && flipped.Load():
+			w.Write(delta)
+		case strings.HasSuffix(r.URL.Path, "/delta"):
+			w.Write([]byte(`{"applications":{"versions__delta":"1","apps__hashcode":"UP_2_","application":[]}}`))
+		case flipped.Load():
+			fulls.Add(1)
+			w.Write(huge.Bytes())
+		default:
+			w.Write(small)
+		}
+	})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(lis)
+	t.Cleanup(func() { srv.Close() })
+
+	g := startGalleon(t, bin, "--eureka-urls", "http://"+lis.Addr().String()+"/eureka", "--poll-interval", "200ms", "--log-level", "info")
+	w := watchServed(t, g.Addr, "default/orders", "default/cart")
+	w.waitHolds(t, "initial state", "default/orders", "default/cart")
+	before := hwmKiB(t, g.Pid())
+	logBefore := logSize(t, g)
+
+	flipped.Store(true)
+	const refusals = 5
+	deadline := time.Now().Add(2 * time.Minute)
+	for fulls.Load() < refusals {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d full fetches of the huge listing in 2 minutes", fulls.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // the last one read and refused
+	if !g.LogContains("more than 100000 instances") {
+		t.Errorf("the refusal does not name the limit:\n%s", g.Tail(20))
+	}
+	peak := hwmKiB(t, g.Pid())
+	grew := logSize(t, g) - logBefore
+	t.Logf("galleon-eureka peak RSS %d MiB before, %d MiB after %d refused listings of %d instances (%d MB); log grew %d bytes",
+		before/1024, peak/1024, fulls.Load(), n, huge.Len()/1e6, grew)
+	const maxMiB = 256 // docs/reliability.md#bounds-in-total
+	if peak/1024 > maxMiB {
+		t.Errorf("peak RSS %d MiB, over the bound of %d MiB", peak/1024, maxMiB)
+	}
+	if grew > 64<<10 {
+		t.Errorf("the log grew by %d bytes over %d refusals", grew, fulls.Load())
+	}
+	w.checkNothingLost(t, "listings over the instance limit")
+}
+
+// logSize is the size of the binary's log file now.
+func logSize(t *testing.T, g *galleon) int64 {
+	t.Helper()
+	fi, err := os.Stat(g.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
