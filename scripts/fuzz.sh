@@ -24,6 +24,9 @@ targets=(
 	"./adapters/consul FuzzMapService"
 	"./adapters/eureka FuzzDecode"
 	"./adapters/eureka FuzzDecodeLimits"
+	"./adapters/zookeeper FuzzProviderURL"
+	"./adapters/zookeeper FuzzCuratorInstance"
+	"./adapters/zookeeper FuzzDubbo3Instance"
 	"./internal/xds FuzzRequests"
 	"./internal/mcp FuzzRequest"
 )

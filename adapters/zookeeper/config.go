@@ -28,6 +28,17 @@ const (
 	DefaultUnreachableAfter  = 2 * time.Second
 	DefaultListConcurrency   = 16
 	DefaultRelistInterval    = 30 * time.Minute
+	// DefaultMaxBuffer is the largest answer the client accepts (go-zookeeper's
+	// WithMaxBufferSize; the library itself sets no limit): 16 MiB, so that a server with a
+	// raised jute.maxbuffer cannot make the adapter allocate without limit. A node between
+	// maxNodeData and it is read and rejected; a larger answer breaks the connection, and the
+	// adapter rejects its path and reads it again with a backoff (watch_conn.go).
+	DefaultMaxBuffer = 16 << 20
+	// DefaultRetireEmptyAfter is how long a service keeps its ServiceEntry with no instance
+	// before it is deleted: longer than a rolling restart of its providers and than the core's
+	// removal hold, short enough that retired Dubbo (group, version) pairs and dubbo-go's
+	// persistent application nodes do not pile up as empty ServiceEntries.
+	DefaultRetireEmptyAfter = 10 * time.Minute
 
 	// Layouts (Config.Layout, --zk-layout).
 	LayoutCurator = "curator"
@@ -37,10 +48,9 @@ const (
 	// maxNodeData is the largest instance node read: ZooKeeper's own default limit
 	// (jute.maxbuffer) is 1 MiB, and a Curator instance is a few hundred bytes.
 	maxNodeData = 1 << 20
-	// maxPacket bounds what the client accepts in one answer, so that a server with a raised
-	// jute.maxbuffer cannot make the adapter allocate without limit. A node between maxNodeData
-	// and maxPacket is read and rejected; a larger answer drops the connection.
-	maxPacket = 16 << 20
+	// minMaxBuffer is the smallest MaxBuffer accepted: the session handshake and every
+	// ordinary answer must fit.
+	minMaxBuffer = 4 << 10
 )
 
 // Config configures a ZooKeeper registry. The zero value of every field but Servers is its
@@ -86,6 +96,19 @@ type Config struct {
 	// never holds a change back for longer than one chunk. Unlike the other fields, 0 turns it
 	// off; negative means DefaultRelistInterval, the command's default.
 	RelistInterval time.Duration
+	// MaxBuffer is the largest answer, in bytes, the client accepts (go-zookeeper's
+	// WithMaxBufferSize). A larger one breaks the connection: the adapter finds the path read,
+	// rejects it, keeps what it read of it before and reads it again with a backoff, while the
+	// rest of the tree is watched. It should match the servers' jute.maxbuffer (ZooKeeper's
+	// default 1 MiB - 1), which bounds a node but not a getChildren answer. Default
+	// DefaultMaxBuffer (16 MiB).
+	MaxBuffer int
+	// RetireEmptyAfter is how long a service with no instance keeps its (empty) ServiceEntry
+	// before it is deleted while its znode stays: a Dubbo (group, version) no provider
+	// registers any more, an application whose persistent node dubbo-go leaves behind. A
+	// provider that comes back within it finds its ServiceEntry; one that comes later, a new
+	// one. Default DefaultRetireEmptyAfter; negative: never.
+	RetireEmptyAfter time.Duration
 	// Auth is "user:password" for ZooKeeper's digest scheme (addauth digest user:password),
 	// presented on every connection. Prefer AuthFile (or the GALLEON_ZK_AUTH variable): a
 	// flag's value shows in the process list.
@@ -201,6 +224,15 @@ func (cfg *Config) validate() (*template.Template, error) {
 	}
 	if cfg.RelistInterval > 0 && cfg.RelistInterval < time.Minute {
 		add("--zk-relist-interval %v: want 0 (off) or at least 1m: each relisting reads every service again", cfg.RelistInterval)
+	}
+	if cfg.MaxBuffer == 0 {
+		cfg.MaxBuffer = DefaultMaxBuffer
+	}
+	if cfg.MaxBuffer < minMaxBuffer || cfg.MaxBuffer > 1<<30 {
+		add("--zk-max-buffer %d: want %d bytes to 1 GiB, matching the servers' jute.maxbuffer, e.g. %d", cfg.MaxBuffer, minMaxBuffer, DefaultMaxBuffer)
+	}
+	if cfg.RetireEmptyAfter == 0 {
+		cfg.RetireEmptyAfter = DefaultRetireEmptyAfter
 	}
 	if cfg.ListConcurrency == 0 {
 		cfg.ListConcurrency = DefaultListConcurrency

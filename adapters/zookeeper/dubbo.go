@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -83,26 +85,35 @@ type providerURL struct {
 }
 
 // parseProviderURL parses a provider URL, URL-encoded (as a znode name) or not (as node data).
+// Its errors say which part is wrong and quote at most a short, cut piece of it, never the URL:
+// a provider URL may carry a token or a password, and the rejection is logged and shown in
+// /debug/status (the record, the node's path, names the provider, redacted: redactRecord).
 func parseProviderURL(raw string) (providerURL, error) {
 	var pu providerURL
 	s := raw
 	if !strings.Contains(s, "://") {
 		dec, err := url.QueryUnescape(s)
 		if err != nil {
-			return pu, bad(reasonURL, fmt.Errorf("not a URL-encoded provider URL: %w", err))
+			return pu, bad(reasonURL, fmt.Errorf("the node's name is not a URL-encoded provider URL (%v): want <protocol>://<ip>:<port>/<interface>?<parameters>, URL-encoded", escapeErr(err)))
 		}
 		s, pu.encoded = dec, true
 	}
+	if !strings.Contains(s, "://") {
+		return pu, bad(reasonURL, fmt.Errorf("%s has no \"://\": not a provider URL; want <protocol>://<ip>:<port>/<interface>?<parameters>", quote(redactURL(s))))
+	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return pu, bad(reasonURL, fmt.Errorf("not a provider URL: %w", err))
+		return pu, bad(reasonURL, fmt.Errorf("not a provider URL: %v", urlErr(err)))
 	}
-	if u.Scheme == "" || u.Host == "" {
-		return pu, bad(reasonURL, fmt.Errorf("%q is not a provider URL: want <protocol>://<ip>:<port>/<interface>?<parameters>", s))
+	if u.Scheme == "" {
+		return pu, bad(reasonURL, errors.New("the provider URL has no protocol: want <protocol>://<ip>:<port>/<interface>?<parameters>"))
+	}
+	if u.Host == "" {
+		return pu, bad(reasonURL, fmt.Errorf("the %s provider URL has no address: want %s://<ip>:<port>/<interface>?<parameters>", quote(u.Scheme), cut(u.Scheme, maxQuoted)))
 	}
 	pu.scheme = strings.ToLower(u.Scheme)
 	if pu.params, err = url.ParseQuery(u.RawQuery); err != nil {
-		return pu, bad(reasonParameter, fmt.Errorf("parameters: %w", err))
+		return pu, bad(reasonParameter, fmt.Errorf("the provider URL's parameters: %v", escapeErr(err)))
 	}
 	// A consumer (or anything but a provider) is no instance, whatever its address.
 	if side := pu.params.Get("side"); pu.scheme == "consumer" || side != "" && side != "provider" {
@@ -111,19 +122,32 @@ func parseProviderURL(raw string) (providerURL, error) {
 	host, port := u.Hostname(), u.Port()
 	ip := net.ParseIP(host)
 	if ip == nil {
-		return pu, bad(reasonAddress, fmt.Errorf("address %q is not an IP address", host))
+		return pu, bad(reasonAddress, fmt.Errorf("address %s is not an IP address: a provider registers the IP address it is reached on", quote(host)))
 	}
 	if ip.IsUnspecified() {
 		return pu, bad(reasonAddress, fmt.Errorf("address %s is unspecified: a provider registers the address it is reached on", host))
 	}
 	n, err := strconv.ParseUint(port, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return pu, bad(reasonPort, fmt.Errorf("port %q: want 1 to 65535", port))
+		return pu, bad(reasonPort, fmt.Errorf("port %s: want 1 to 65535", quote(port)))
 	}
 	pu.ip, pu.port = ip.String(), uint32(n)
 	pu.path = strings.TrimPrefix(u.Path, "/")
 	return pu, nil
 }
+
+// urlErr is the reason url.Parse gave, without the URL it quotes (*url.Error.Error() holds the
+// whole input).
+func urlErr(err error) string {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return escapeErr(ue.Err)
+	}
+	return escapeErr(err)
+}
+
+// escapeErr is the text of an error of net/url, which quotes at most a few bytes of its input
+// (an escape, a port), cut in case a later version quotes more.
+func escapeErr(err error) string { return cut(err.Error(), 2*maxQuoted) }
 
 // dubboLabels are the URL parameters copied to endpoint labels (the core sanitises them).
 var dubboLabels = []string{"application", "group", "version", "dubbo", "release", "side"}
@@ -142,7 +166,7 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	if w := q.Get("weight"); w != "" {
 		n, err := strconv.ParseUint(w, 10, 32)
 		if err != nil {
-			return endpoint{}, bad(reasonParameter, fmt.Errorf("weight %q: want a whole number from 0", w))
+			return endpoint{}, bad(reasonParameter, fmt.Errorf("weight %s: want a whole number from 0 to %d", quote(w), uint32(math.MaxUint32)))
 		}
 		e.inst.Weight = uint32(n)
 	}
@@ -261,22 +285,25 @@ func parseOverride(raw string) (override, error) {
 	var o override
 	dec, err := url.QueryUnescape(raw)
 	if err != nil {
-		return o, fmt.Errorf("not a URL-encoded override URL: %w", err)
+		return o, fmt.Errorf("the node's name is not a URL-encoded override URL (%v): want override://<ip>[:<port>]/<interface>?<parameters>, URL-encoded", escapeErr(err))
 	}
 	u, err := url.Parse(dec)
 	if err != nil {
-		return o, fmt.Errorf("not an override URL: %w", err)
+		return o, fmt.Errorf("not an override URL: %v", urlErr(err))
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "override":
 	case "empty", "absent":
 		return o, errNotInstance // Dubbo's "no rule" markers; absent rules are Dubbo 2.5's deletions
 	default:
-		return o, fmt.Errorf("%q is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", dec)
+		if u.Scheme == "" {
+			return o, fmt.Errorf("%s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", quote(redactURL(dec)))
+		}
+		return o, fmt.Errorf("a URL of protocol %s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", quote(u.Scheme))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return o, fmt.Errorf("parameters: %w", err)
+		return o, fmt.Errorf("the override's parameters: %v", escapeErr(err))
 	}
 	if side := q.Get("side"); side != "" && side != "provider" {
 		return o, errNotInstance
@@ -289,14 +316,14 @@ func parseOverride(raw string) (override, error) {
 	default:
 		ip := net.ParseIP(host)
 		if ip == nil {
-			return o, fmt.Errorf("address %q is not an IP address (nor 0.0.0.0 for every provider)", host)
+			return o, fmt.Errorf("address %s is not an IP address (nor 0.0.0.0 for every provider)", quote(host))
 		}
 		o.ip = ip.String()
 	}
 	if p := u.Port(); p != "" && p != "0" {
 		n, err := strconv.ParseUint(p, 10, 32)
 		if err != nil || n < 1 || n > 65535 {
-			return o, fmt.Errorf("port %q: want 1 to 65535, or none for every port", p)
+			return o, fmt.Errorf("port %s: want 1 to 65535, or none for every port", quote(p))
 		}
 		o.port = uint32(n)
 	}
@@ -308,7 +335,7 @@ func parseOverride(raw string) (override, error) {
 	if v := q.Get("disabled"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, fmt.Errorf("disabled=%q: want true or false", v)
+			return o, fmt.Errorf("disabled=%s: want true or false", quote(v))
 		}
 		o.disabled = enable
 		if b {
@@ -318,7 +345,7 @@ func parseOverride(raw string) (override, error) {
 	if v := q.Get("weight"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return o, fmt.Errorf("weight=%q: want a whole number from 0", v)
+			return o, fmt.Errorf("weight=%s: want a whole number from 0 to %d", quote(v), uint32(math.MaxUint32))
 		}
 		o.weight, o.hasWeight = uint32(n), true
 	}

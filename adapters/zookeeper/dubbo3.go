@@ -88,7 +88,7 @@ func (d dubbo3) parseInstance(app, id string, data []byte) (endpoint, error) {
 	}
 	// Address, instance ID, health, and the checks of the JSON and of its ports.
 	var ci curatorInstance
-	e, err := curatorEndpoint(id, data, &ci)
+	e, err := curatorEndpoint(id, data, &ci, false)
 	if err != nil {
 		return endpoint{}, err
 	}
@@ -117,17 +117,23 @@ func (d dubbo3) parseInstance(app, id string, data []byte) (endpoint, error) {
 // empty. Dubbo's metadata are strings: any other JSON value is rejected (metadata leaves
 // arrays and objects out, and the instance would silently get the fallback port).
 func endpointsOf(payload json.RawMessage) (string, error) {
-	var p springPayload
+	// Only the one key is decoded: the others are skipped without a map (metadata decoded
+	// them already, and an instance may carry thousands).
+	var p struct {
+		Metadata struct {
+			Endpoints json.RawMessage `json:"dubbo.endpoints"`
+		} `json:"metadata"`
+	}
 	if len(payload) == 0 || json.Unmarshal(payload, &p) != nil {
 		return "", nil
 	}
-	raw := bytes.TrimSpace(p.Metadata[dubbo3Endpoints])
+	raw := bytes.TrimSpace(p.Metadata.Endpoints)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", bad(reasonParameter, fmt.Errorf(`metadata %q is %s, not a string: Dubbo writes the JSON array as a string, e.g. "[{\"port\":20880,\"protocol\":\"dubbo\"}]"`, dubbo3Endpoints, clip(string(raw))))
+		return "", bad(reasonParameter, fmt.Errorf(`metadata %q is %s, not a string: Dubbo writes the JSON array as a string, e.g. "[{\"port\":20880,\"protocol\":\"dubbo\"}]"`, dubbo3Endpoints, shown(string(raw))))
 	}
 	return strings.TrimSpace(s), nil
 }
@@ -141,7 +147,7 @@ func (d dubbo3) ports(text string) ([]model.Port, error) {
 	}
 	var eps []dubbo3Endpoint
 	if err := json.Unmarshal([]byte(text), &eps); err != nil {
-		return nil, bad(reasonParameter, fmt.Errorf(`metadata %q %q: not a JSON array of {"port": <number>, "protocol": <name>}: %w`, dubbo3Endpoints, clip(text), err))
+		return nil, bad(reasonParameter, fmt.Errorf(`metadata %q %s: not a JSON array of {"port": <number>, "protocol": <name>}: %v`, dubbo3Endpoints, quote(text), cut(err.Error(), 2*maxQuoted)))
 	}
 	byNumber := map[uint32][]string{}
 	for i, ep := range eps {
@@ -154,14 +160,22 @@ func (d dubbo3) ports(text string) ([]model.Port, error) {
 		}
 		raw := bytes.TrimSpace(ep.Port)
 		if len(raw) == 0 || string(raw) == "null" {
-			return nil, bad(reasonPort, fmt.Errorf(`metadata %q entry %d (%s) has no "port": want 1 to 65535`, dubbo3Endpoints, i+1, proto))
+			return nil, bad(reasonPort, fmt.Errorf(`metadata %q entry %d (%s) has no "port": want 1 to 65535`, dubbo3Endpoints, i+1, shown(proto)))
 		}
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < 1 || n > 65535 {
-			return nil, bad(reasonPort, fmt.Errorf(`metadata %q entry %d (%s): "port" %s: want a whole number from 1 to 65535`, dubbo3Endpoints, i+1, proto, clip(string(raw))))
+			return nil, bad(reasonPort, fmt.Errorf(`metadata %q entry %d (%s): "port" %s: want a whole number from 1 to 65535`, dubbo3Endpoints, i+1, shown(proto), shown(string(raw))))
 		}
 		if !slices.Contains(byNumber[uint32(n)], proto) {
+			if len(byNumber[uint32(n)]) == maxProtocolsPerPort {
+				return nil, bad(reasonPort, fmt.Errorf(`metadata %q names more than %d protocols on port %d`, dubbo3Endpoints, maxProtocolsPerPort, n))
+			}
 			byNumber[uint32(n)] = append(byNumber[uint32(n)], proto)
+		}
+		if len(byNumber) > maxServicePorts {
+			// Istio's limit for a ServiceEntry: the instance alone would make its service
+			// invalid, so it is left out and the rest of the service served.
+			return nil, bad(reasonPort, fmt.Errorf(`metadata %q lists more than %d ports, the most a ServiceEntry may have`, dubbo3Endpoints, maxServicePorts))
 		}
 	}
 	var out []model.Port
@@ -219,12 +233,8 @@ func dubbo3Labels(meta map[string]string) map[string]string {
 	return out
 }
 
-// clip shortens s for an error message.
-func clip(s string) string {
-	if len(s) <= 200 {
-		return s
-	}
-	return s[:200] + "..."
-}
+// maxProtocolsPerPort bounds the protocols one port of "dubbo.endpoints" may name (Dubbo's port
+// unification serves a handful), so that a crafted list costs no quadratic search.
+const maxProtocolsPerPort = 16
 
 var _ layout = dubbo3{}

@@ -35,25 +35,54 @@ func client(t testing.TB, addr string) *zk.Conn {
 	return clientOf(t, []string{addr})
 }
 
-// clientOf is a client of any of addrs (an ensemble's members).
+// clientOf is a client of any of addrs (an ensemble's members). It is as robust as the adapter
+// under load and across a server's restart (CI saw a stock client's write fail after a restart,
+// "zk: could not connect to a server", and its first attempt reach the server 68 s later):
+// it dials with zktest.ClientDial, which bounds the session handshake, and tries the servers
+// with testHosts, which never makes the client fail the requests it holds while it has no
+// connection (go-zookeeper fails them with ErrNoServer whenever its host provider asks for a
+// pause). A request sent meanwhile waits for the connection; one in flight when the connection
+// breaks fails, and writer retries it.
 func clientOf(t testing.TB, addrs []string) *zk.Conn {
 	t.Helper()
-	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}))
+	c, _, err := zk.Connect(addrs, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}),
+		zk.WithDialer(zktest.ClientDial), zk.WithHostProvider(&testHosts{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	// The first request waits for the session; the client fails requests with ErrNoServer
-	// each time it has tried every server (an ensemble electing a leader refuses clients).
+	// The first request waits for the session.
+	if err := retry(func() error { _, _, err := c.Exists("/"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testHosts is the adapter's hostProvider that never asks the client to pause (which would fail
+// the requests it holds): it pauses itself, waitAllTried, when every server has been tried.
+type testHosts struct{ hostProvider }
+
+const waitAllTried = 200 * time.Millisecond
+
+func (h *testHosts) Next() (string, bool) {
+	server, pause := h.hostProvider.Next()
+	if pause {
+		time.Sleep(waitAllTried)
+	}
+	return server, false
+}
+
+// retry calls write until it succeeds, fails for another reason than the connection, or
+// waitTimeout has passed: a write whose connection broke is made again (writer's writes are
+// idempotent: each reads what is there first).
+func retry(write func() error) error {
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		_, _, err := c.Exists("/")
-		if err == nil {
-			return c
+		err := write()
+		if err == nil || !errConnection(err) || time.Now().After(deadline) {
+			return err
 		}
-		if !errors.Is(err, zk.ErrNoServer) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -97,13 +126,24 @@ func curatorJSON(name, id, address string, port, sslPort int, meta map[string]st
 
 func (w *writer) ensureRoot(t testing.TB) {
 	t.Helper()
-	if _, err := w.c.Create(w.root, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+	err := retry(func() error {
+		_, err := w.c.Create(w.root, nil, 0, zk.WorldACL(zk.PermAll))
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
 
 // set makes service name hold exactly nodes (id -> data), in one transaction.
 func (w *writer) set(name string, nodes map[string][]byte) error {
+	return retry(func() error { return w.trySet(name, nodes) })
+}
+
+func (w *writer) trySet(name string, nodes map[string][]byte) error {
 	p := w.root + "/" + name
 	existing, _, err := w.c.Children(p)
 	var ops []any
@@ -139,6 +179,10 @@ func (w *writer) set(name string, nodes map[string][]byte) error {
 
 // remove deletes service name and its nodes, in one transaction.
 func (w *writer) remove(name string) error {
+	return retry(func() error { return w.tryRemove(name) })
+}
+
+func (w *writer) tryRemove(name string) error {
 	p := w.root + "/" + name
 	existing, _, err := w.c.Children(p)
 	if errors.Is(err, zk.ErrNoNode) {

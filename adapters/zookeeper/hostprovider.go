@@ -18,13 +18,33 @@ import (
 // one asks for the pause only once every server has been tried since the last connection: the
 // first attempt after a loss is immediate, and a server that stays down is still tried once a
 // second, not in a tight loop.
+//
+// A connection that a server drops soon after the session is established (flapTime) is not a
+// recovery: each such drop doubles a wait before the next attempt, from flapBase to flapMax,
+// with jitter, so that a server (or proxy) that accepts and drops cannot make a reconnection
+// storm. A connection that lasts ends the backoff.
 type hostProvider struct {
 	mu      sync.Mutex
 	servers []string
 	curr    int
 	// tries counts the attempts since the last successful connection.
 	tries int
+	// connectedAt is when the last connection got its session; flaps counts the connections
+	// in a row that lasted less than flapTime.
+	connectedAt time.Time
+	flaps       int
+	// quit ends a wait (Run is ending); nil: never.
+	quit chan struct{}
+	// sleep waits d or until quit is closed (tests replace it).
+	sleep func(d time.Duration, quit <-chan struct{})
 }
+
+// Reconnection backoff after connections that do not last.
+const (
+	flapTime = 2 * time.Second
+	flapBase = 100 * time.Millisecond
+	flapMax  = 30 * time.Second
+)
 
 // lookupTimeout bounds the resolution of the servers' names.
 const lookupTimeout = 3 * time.Second
@@ -69,6 +89,25 @@ func (p *hostProvider) Len() int {
 // has been tried since the last connection.
 func (p *hostProvider) Next() (server string, pause bool) {
 	p.mu.Lock()
+	var wait time.Duration
+	if !p.connectedAt.IsZero() {
+		if time.Since(p.connectedAt) < flapTime {
+			p.flaps++
+			wait = backoff(flapBase, flapMax, p.flaps)
+		} else {
+			p.flaps = 0
+		}
+		p.connectedAt = time.Time{}
+	}
+	sleep, quit := p.sleep, p.quit
+	p.mu.Unlock()
+	if wait > 0 {
+		if sleep == nil {
+			sleep = sleepOrQuit
+		}
+		sleep(wait, quit)
+	}
+	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.curr = (p.curr + 1) % len(p.servers)
 	if p.tries >= len(p.servers) {
@@ -78,9 +117,34 @@ func (p *hostProvider) Next() (server string, pause bool) {
 	return p.servers[p.curr], pause
 }
 
-// Connected records a successful connection.
+// Connected records a successful connection (a session established on it).
 func (p *hostProvider) Connected() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tries = 0
+	p.connectedAt = time.Now()
+}
+
+// Expired records a server's answer that the session expired: the next attempt, for a new
+// session, needs no pause.
+func (p *hostProvider) Expired() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tries = 0
+}
+
+// Flaps is the number of connections in a row that did not last.
+func (p *hostProvider) Flaps() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.flaps
+}
+
+func sleepOrQuit(d time.Duration, quit <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-quit:
+	}
 }

@@ -75,6 +75,7 @@ type curatorInstance struct {
 // springPayload is Spring Cloud Zookeeper's payload, ZookeeperInstance:
 // {"@class": "...ZookeeperInstance", "id": "...", "name": "...", "metadata": {...}}.
 type springPayload struct {
+	Class    string                     `json:"@class"`
 	Metadata map[string]json.RawMessage `json:"metadata"`
 }
 
@@ -84,26 +85,55 @@ func (curator) overridesPath(string, string) string    { return "" }
 func (curator) readsData() bool                        { return true }
 
 func (curator) parseInstance(_, id string, data []byte) (endpoint, error) {
+	if dubboCategories[id] && len(bytes.TrimSpace(data)) == 0 {
+		// <root>/<interface>/providers: a Dubbo 2 registry read as Curator's.
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --zk-layout=%s (root %s by default)", quote(id), LayoutDubbo, DefaultDubboRoot))
+	}
 	var ci curatorInstance
-	return curatorEndpoint(id, data, &ci)
+	return curatorEndpoint(id, data, &ci, true)
+}
+
+// dubboInstanceClass is the payload's "@class" of Dubbo 3's application instances, which
+// dubbo-go writes too.
+const dubboInstanceClass = "org.apache.dubbo.registry.zookeeper.ZookeeperInstance"
+
+// dubbo3Sign says why an instance with payload class and metadata meta is a Dubbo 3
+// application instance ("" when it is not): the class, or metadata only Dubbo writes.
+func dubbo3Sign(class string, meta map[string]string) string {
+	if class == dubboInstanceClass {
+		return `payload "@class" ` + dubboInstanceClass
+	}
+	for _, k := range []string{dubbo3Endpoints, dubbo3Revision} {
+		if _, ok := meta[k]; ok {
+			return fmt.Sprintf("metadata %q", k)
+		}
+	}
+	return ""
 }
 
 // curatorEndpoint decodes instance node id into ci and reads the endpoint from it; dubbo3 reads
-// more of ci, without decoding the node again.
-func curatorEndpoint(id string, data []byte, ci *curatorInstance) (endpoint, error) {
+// more of ci, without decoding the node again. spring: the instance is read as Spring's (the
+// Curator layout), whose metadata "protocol" is the port's protocol (Dubbo 3's ports say
+// theirs), and which Dubbo 3's instances are not.
+func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (endpoint, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return endpoint{}, bad(reasonJSON, errors.New("the node holds no data: want a Curator ServiceInstance as JSON"))
 	}
 	if err := json.Unmarshal(data, ci); err != nil {
-		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %w", err))
+		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %s", cut(err.Error(), 2*maxQuoted)))
 	}
 	if ci.Address == "" {
 		return endpoint{}, bad(reasonAddress, errors.New(`no "address": give the instance's IP address or host name`))
 	}
 	if strings.ContainsAny(ci.Address, " /\t\n") {
-		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %q is neither an IP address nor a host name`, ci.Address))
+		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %s is neither an IP address nor a host name`, quote(ci.Address)))
 	}
-	meta := metadata(ci.Payload)
+	meta, class := metadata(ci.Payload)
+	if why := dubbo3Sign(class, meta); why != "" && spring {
+		// A Dubbo 3 application instance (Java Dubbo or dubbo-go) read as Spring's: its ports
+		// would be served as HTTP and Dubbo's bookkeeping as labels.
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("a Dubbo 3 application instance (%s), not a Spring Cloud Zookeeper one: read this root with --zk-layout=%s", why, LayoutDubbo3))
+	}
 	e := endpoint{inst: model.Instance{ID: id, Address: ci.Address, Labels: meta, Health: model.Healthy}}
 	if v, ok := meta[statusKey]; ok {
 		switch strings.ToUpper(v) {
@@ -117,8 +147,13 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance) (endpoint, err
 		delete(meta, statusKey)
 	}
 	proto := model.ProtocolHTTP
-	if v := meta[protocolKey]; v != "" {
+	if v := strings.TrimSpace(meta[protocolKey]); v != "" && spring {
+		// Every port of a ServiceEntry must have a protocol Istio knows: an instance naming
+		// another would have its whole service refused, so it is left out.
 		proto = model.Protocol(strings.ToUpper(v))
+		if !proto.Valid() {
+			return endpoint{}, bad(reasonProtocol, fmt.Errorf(`metadata %q %s is not a protocol Istio serves: want one of HTTP, HTTPS, HTTP2, GRPC, GRPC-WEB, TCP, TLS, UDP, MONGO, MYSQL, REDIS (any case)`, protocolKey, quote(v)))
+		}
 	}
 	if ci.Port != nil {
 		if *ci.Port < 1 || *ci.Port > 65535 {
@@ -146,14 +181,15 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance) (endpoint, err
 
 // metadata returns Spring's payload metadata as strings: strings as they are, numbers and
 // booleans as their JSON text; anything else (objects, arrays, null) is left out. A payload of
-// another shape (Curator allows any) has no metadata: that is not an error.
-func metadata(payload json.RawMessage) map[string]string {
+// another shape (Curator allows any) has no metadata: that is not an error. class is the
+// payload's "@class".
+func metadata(payload json.RawMessage) (meta map[string]string, class string) {
 	if len(payload) == 0 {
-		return nil
+		return nil, ""
 	}
 	var p springPayload
 	if err := json.Unmarshal(payload, &p); err != nil || len(p.Metadata) == 0 {
-		return nil
+		return nil, p.Class
 	}
 	out := make(map[string]string, len(p.Metadata))
 	for k, raw := range p.Metadata {
@@ -167,18 +203,27 @@ func metadata(payload json.RawMessage) map[string]string {
 			out[k] = string(raw)
 		}
 	}
-	return out
+	return out, p.Class
 }
 
-// buildService maps the well-formed instance nodes of a service onto the model. ports are the
-// ports reported last, kept when no instance is left (a ServiceEntry needs a port; the service
-// then has no endpoints rather than stale ones). ok is false when the service has neither an
-// instance nor ports reported before: there is nothing valid to serve yet.
+// buildService is mapService for a caller that keeps only the ports served last: an empty
+// service keeps them as they are.
 func buildService(hd hostData, host *template.Template, endpoints []*endpoint, last []model.Port) (svc model.Service, ok bool, err error) {
+	svc, _, ok, err = mapService(hd, host, endpoints, portMemory{ports: last})
+	return svc, ok, err
+}
+
+// mapService maps the well-formed instance nodes of a service onto the model, their
+// contributions to its ports admitted already (admitPorts). mem is what the service keeps of
+// its ports for when no instance is left (a ServiceEntry needs a port; the service then has no
+// endpoints rather than stale ones), next what it keeps after this state (portMemory). ok is
+// false when the service has neither an instance nor ports kept: there is nothing valid to
+// serve yet.
+func mapService(hd hostData, host *template.Template, endpoints []*endpoint, mem portMemory) (svc model.Service, next portMemory, ok bool, err error) {
 	svc = model.Service{Namespace: hd.Namespace, Name: hd.Name}
 	var b strings.Builder
 	if err := host.Execute(&b, hd); err != nil {
-		return svc, false, fmt.Errorf("--zk-host-template: %w", err)
+		return svc, mem, false, fmt.Errorf("--zk-host-template: %w", err)
 	}
 	svc.Hosts = []string{b.String()}
 	// Instances in ID order, so that a port the instances disagree on takes the protocol of the
@@ -199,24 +244,30 @@ func buildService(hd hostData, host *template.Template, endpoints []*endpoint, l
 		svc.Ports = append(svc.Ports, p)
 	}
 	svc.Ports = model.SortedPorts(svc.Ports)
-	// Port names must be unique in a ServiceEntry: two ports named alike (tcp-dubbo on 20880
-	// and 20881) are told apart by their number.
+	next = mem.after(svc.Ports, len(endpoints))
+	if len(svc.Ports) == 0 {
+		if len(mem.ports) == 0 {
+			return svc, next, false, nil
+		}
+		svc.Ports = model.SortedPorts(mem.ports)
+	}
+	uniqueNames(svc.Ports)
+	return svc, next, true, nil
+}
+
+// uniqueNames makes the port names unique, as they must be in a ServiceEntry: two ports named
+// alike (tcp-dubbo on 20880 and 20881) are told apart by their number. Default names
+// (<protocol>-<number>, given by the core to a port without one) are unique by their number.
+func uniqueNames(ports []model.Port) {
 	names := map[string]int{}
-	for _, p := range svc.Ports {
+	for _, p := range ports {
 		if p.Name != "" {
 			names[p.Name]++
 		}
 	}
-	for i, p := range svc.Ports {
+	for i, p := range ports {
 		if names[p.Name] > 1 {
-			svc.Ports[i].Name = fmt.Sprintf("%s-%d", p.Name, p.Number)
+			ports[i].Name = fmt.Sprintf("%s-%d", p.Name, p.Number)
 		}
 	}
-	if len(svc.Ports) == 0 {
-		if len(last) == 0 {
-			return svc, false, nil
-		}
-		svc.Ports = slices.Clone(last)
-	}
-	return svc, true, nil
 }

@@ -16,13 +16,19 @@ type metrics struct {
 	sessions *prometheus.CounterVec
 	relists  *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	// Issue 27: answers over the client's limit, reads backing off, silent servers, retired
+	// services.
+	oversized  prometheus.Counter
+	backingOff *prometheus.GaugeVec
+	silences   prometheus.Counter
+	retired    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_zookeeper_requests_total",
-			Help: "Reads sent to ZooKeeper, by operation (children, data, exists) and result (ok, no_node, connection, error). Each sets the watch that says when to read again.",
+			Help: "Reads sent to ZooKeeper, by operation (children, data, exists, probe) and result (ok, no_node, connection, error). Each but probe sets the watch that says when to read again; probe is an exists of the root sent on an idle connection to check that the server answers.",
 		}, []string{"op", "result"}),
 		sessions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_zookeeper_session_events_total",
@@ -34,11 +40,30 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_zookeeper_records_rejected_total",
-			Help: "ZooKeeper nodes skipped as malformed, counted each time one is read, by reason (url, json, address, port, parameter, size, read, duplicate, override, other). /debug/status names the nodes.",
+			Help: "ZooKeeper nodes skipped as malformed, counted each time one is read, by reason (url, json, address, port, protocol, layout, parameter, size, read, duplicate, override, other). /debug/status names the nodes.",
 		}, []string{"reason"}),
 	}
+	m.oversized = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "galleon_zookeeper_oversized_answers_total",
+		Help: "Answers larger than --zk-max-buffer. Each broke the client's connection; the path read is rejected (the root: the registry reported unreachable), what was read of it before stays served, and it is read again with a backoff from 10s to 5m.",
+	})
+	m.backingOff = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "galleon_zookeeper_reads_backing_off",
+		Help: "Znodes whose last read failed for another reason than the connection, read again with a backoff (1s doubling to 5m; oversized from 10s), by cause (acl: the node's ACL refuses this client; oversized: the answer was over --zk-max-buffer; other).",
+	}, []string{"cause"})
+	m.silences = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "galleon_zookeeper_server_silences_total",
+		Help: "Times the connected server owed answers and sent nothing for --zk-unreachable-after (a paused or overloaded server): each is reported unreachable until it answers again.",
+	})
+	m.retired = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "galleon_zookeeper_services_retired_total",
+		Help: "Services deleted because they had no instance for --zk-retire-empty-after while their znode stayed (a Dubbo group and version no provider registers any more, a persistent application node).",
+	})
+	for _, c := range []string{causeACL, causeOversized, causeOther} {
+		m.backingOff.WithLabelValues(c) // present at 0
+	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.sessions, m.relists, m.rejected)
+		reg.MustRegister(m.requests, m.sessions, m.relists, m.rejected, m.oversized, m.backingOff, m.silences, m.retired)
 	}
 	return m
 }

@@ -31,6 +31,7 @@
 package zookeeper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/template"
 	"time"
 
@@ -98,17 +100,20 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 		return err
 	}
 	w := &watcher{
-		r:         r,
-		rec:       registry.NewReconciler(sink),
-		wake:      make(chan struct{}, 1),
-		services:  map[string]*service{},
-		byPath:    map[string]string{},
-		byOvrPath: map[string]string{},
-		dirtySvc:  map[string]bool{},
-		dirtyOvr:  map[string]bool{},
-		dirtyNode: map[nodeKey]bool{},
-		dirtyRoot: true,
-		changed:   true,
+		r:          r,
+		rec:        registry.NewReconciler(sink),
+		wake:       make(chan struct{}, 1),
+		services:   map[string]*service{},
+		byPath:     map[string]string{},
+		byOvrPath:  map[string]string{},
+		dirtySvc:   map[string]bool{},
+		dirtyOvr:   map[string]bool{},
+		dirtyNode:  map[nodeKey]bool{},
+		dirtyRoot:  true,
+		changed:    true,
+		later:      map[laterRead]*retryState{},
+		retireDue:  map[string]time.Time{},
+		unreadable: unreadableLog{log: r.log},
 	}
 	return w.run(ctx)
 }
@@ -124,16 +129,27 @@ type watcher struct {
 	queue   []zk.Event    // events from the client's goroutines, oldest first
 	wake    chan struct{} // signalled when queue becomes non-empty
 	dialErr error         // the last connection attempt's error (a refused TLS handshake)
-	dialed  net.Conn      // the last connection dialled, closed when Run ends
+	dialed  *frameConn    // the last connection dialled, closed when Run ends
 	closing bool          // Run is ending: dial no more
+	big     []bigAnswer   // answers over the client's limit, not yet handled
 
 	session    int64 // the session the watches belong to; 0 before the first
 	hasSession bool  // connected with a session now
 	down       bool  // Unreachable reported and not yet cleared
 	lastState  zk.State
 	grace      *time.Timer // runs while there is no session; fires the Unreachable report
-	retry      *time.Timer // runs when a read failed; reads start again when it fires
-	waiting    bool        // reads wait for the retry timer or the session
+	retry      *time.Timer // runs when reads lost the connection; they start again when it fires
+	waiting    bool        // reads wait for the retry timer (or the session: waitSession)
+	// waitSession: the session's return ends the wait (the first lost round); after that, the
+	// retry timer's backoff does.
+	waitSession bool
+	// lostRounds counts the rounds in a row that lost the connection.
+	lostRounds int
+	// silent: the server was reported as answering nothing while the session stood.
+	silent bool
+	// probing: a probe request is in flight; probes are their goroutines.
+	probing atomic.Bool
+	probes  sync.WaitGroup
 	// pendingAuth are digest credentials to present before the next read; authSeen the last
 	// read from AuthFile, authErr the last error reading it (logged once).
 	pendingAuth, authSeen, authErr string
@@ -143,9 +159,27 @@ type watcher struct {
 	// it started.
 	relist   []string
 	relistAt time.Time
-	// later are the reads of the root, a service's instances or its overrides that failed for
-	// another reason than the connection (an ACL): done again when the retry timer fires.
-	later map[laterRead]bool
+	// later are the reads that failed for another reason than the connection (an ACL, an
+	// answer over the client's limit): each is done again at its due time, with a backoff;
+	// laterT fires at the earliest, laterNext (zero when it is not running). laterCount
+	// counts them by cause; unreadable logs them, bounded.
+	later      map[laterRead]*retryState
+	laterT     *time.Timer
+	laterNext  time.Time
+	laterCount map[string]int
+	unreadable unreadableLog
+	// lostSession is the session of the first of lostRounds.
+	lostSession int64
+	// silentSession is the session the server fell silent in.
+	silentSession int64
+	// rootMissing is why the root cannot be listed (it does not exist), logged once; nil
+	// while it can.
+	rootMissing error
+	// retireDue are the services with a served name that has no instance, by when the first
+	// of them is to be retired; retireT fires at the earliest.
+	retireDue  map[string]time.Time
+	retireT    *time.Timer
+	retireNext time.Time // when retireT fires; zero when it does not run
 
 	services  map[string]*service
 	byPath    map[string]string // instancesPath (and the service znode when it differs) -> service name
@@ -165,10 +199,11 @@ type watcher struct {
 
 type nodeKey struct{ name, id string }
 
-// laterRead is a read to retry: the root (name ""), or a service's instances or overrides.
+// laterRead is a read to retry: the root (name ""), a service's instances or overrides, or an
+// instance node's data (id).
 type laterRead struct {
-	name string
-	ovr  bool
+	name, id string
+	ovr      bool
 }
 
 // service is what the adapter knows of one service znode.
@@ -185,6 +220,9 @@ type service struct {
 	overrideIDs []string
 	// labels holds one copy of each distinct label set of the service's instances.
 	labels labelSets
+	// missing: its znode was found gone; the root's listing decides whether it is (so that a
+	// root deleted with everything under it removes nothing: see apply).
+	missing bool
 }
 
 // labelSets keeps one map per distinct label set. The instances of one service mostly carry the
@@ -247,8 +285,12 @@ func labelKey(m map[string]string) string {
 }
 
 type served struct {
-	hd    hostData
-	ports []model.Port
+	hd hostData
+	// ports are what it keeps of its ports for the time it has no instance (portMemory).
+	ports portMemory
+	// emptySince is when it last lost its last instance (zero while it has some): after
+	// RetireEmptyAfter it is deleted.
+	emptySince time.Time
 }
 
 // node is one instance znode: its last well-formed content, and why it is rejected now.
@@ -264,9 +306,21 @@ func (w *watcher) run(ctx context.Context) error {
 	w.retry = time.NewTimer(0)
 	<-w.retry.C
 	defer w.retry.Stop()
+	w.laterT = time.NewTimer(0)
+	<-w.laterT.C
+	defer w.laterT.Stop()
+	w.retireT = time.NewTimer(0)
+	<-w.retireT.C
+	defer w.retireT.Stop()
+	// Liveness: how often the adapter checks that the server answers (and sends a probe when
+	// the connection is idle), so that a server that stops answering is reported about
+	// UnreachableAfter after it stopped, not after the client's read timeout (two thirds of
+	// the session timeout) on top of it.
+	live := time.NewTicker(max(cfg.UnreachableAfter/8, 10*time.Millisecond))
+	defer live.Stop()
 
 	var events <-chan zk.Event
-	w.hosts = &hostProvider{}
+	w.hosts = &hostProvider{quit: make(chan struct{})}
 	baseDial := cfg.dialer()
 	dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
 		w.mu.Lock()
@@ -286,15 +340,15 @@ func (w *watcher) run(ctx context.Context) error {
 			conn.Close() // closed while dialling: closeAll below has run already
 			return nil, errClosing
 		}
-		w.dialed = conn
-		return conn, nil
+		w.dialed = newFrameConn(conn, cfg.MaxBuffer, w.bigAnswer)
+		return w.dialed, nil
 	}
 	for w.conn == nil {
 		conn, ec, err := zk.Connect(cfg.Servers, cfg.SessionTimeout,
 			zk.WithEventCallback(w.push),
 			zk.WithLogger(zkLogger{w.r.log}),
 			zk.WithLogInfo(false),
-			zk.WithMaxBufferSize(maxPacket),
+			zk.WithMaxBufferSize(cfg.MaxBuffer),
 			zk.WithDialer(dial),
 			zk.WithHostProvider(w.hosts))
 		if err == nil {
@@ -320,6 +374,9 @@ func (w *watcher) run(ctx context.Context) error {
 	closeAll := func() {
 		w.conn.Close()
 		w.mu.Lock()
+		if !w.closing {
+			close(w.hosts.quit) // a reconnection's backoff ends
+		}
 		w.closing = true
 		if w.dialed != nil {
 			w.dialed.Close()
@@ -334,6 +391,7 @@ func (w *watcher) run(ctx context.Context) error {
 		// that none outlives Run.
 		for range events {
 		}
+		w.probes.Wait() // its request failed with the connection's close
 	}()
 	w.r.log.Info("watching ZooKeeper", "session_timeout", cfg.SessionTimeout, "namespace", cfg.Namespace, "tls", cfg.tlsEnabled())
 	var authPoll <-chan time.Time
@@ -384,9 +442,9 @@ func (w *watcher) run(ctx context.Context) error {
 		}
 		if w.hasSession && w.pendingAuth == "" && w.dirty() && !w.waiting {
 			if err := w.round(ctx); err != nil && ctx.Err() == nil {
-				// Retried when the session is back, or after retryInterval at the latest.
-				w.r.log.Debug("reading ZooKeeper failed; retrying", "error", err)
-				w.wait()
+				w.lost(err)
+			} else if err == nil {
+				w.roundDone()
 			}
 			continue
 		}
@@ -400,6 +458,12 @@ func (w *watcher) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-w.wake:
+		case <-live.C:
+			w.checkLive()
+		case <-w.laterT.C:
+			w.laterDue()
+		case <-w.retireT.C:
+			w.retireNow()
 		case <-w.grace.C:
 			if !w.hasSession {
 				w.mu.Lock()
@@ -432,16 +496,6 @@ func (w *watcher) run(ctx context.Context) error {
 			}
 		case <-w.retry.C:
 			w.waiting = false
-			for r := range w.later {
-				if _, ok := w.services[r.name]; r.name == "" {
-					w.dirtyRoot = true
-				} else if ok && r.ovr {
-					w.dirtyOvr[r.name] = true
-				} else if ok {
-					w.dirtySvc[r.name] = true
-				}
-			}
-			clear(w.later)
 		}
 	}
 }
@@ -452,7 +506,7 @@ func (w *watcher) push(e zk.Event) {
 		// A server answered that the session expired: the client connects again for a new
 		// one, and that attempt needs no pause. (The client calls this before it asks for
 		// the next server.)
-		w.hosts.Connected()
+		w.hosts.Expired()
 	}
 	w.mu.Lock()
 	w.queue = append(w.queue, e)
@@ -515,7 +569,9 @@ func (w *watcher) sessionEvent(e zk.Event) {
 			w.rec.Resumed()
 		}
 		w.hasSession = true
-		w.waiting = false
+		if w.waitSession {
+			w.waiting = false
+		}
 		w.grace.Stop()
 		if w.down {
 			w.changed = true // the Flush that reports the registry back
@@ -529,6 +585,7 @@ func (w *watcher) sessionEvent(e zk.Event) {
 			w.hasSession = false
 			w.grace.Reset(w.r.cfg.UnreachableAfter)
 		}
+		w.silent = false // the grace timer takes over
 	}
 }
 
@@ -656,6 +713,17 @@ func (w *watcher) round(ctx context.Context) error {
 		}
 		w.apply(j)
 	})
+	// An answer over the client's limit broke the connection: skip its read (retried with a
+	// backoff), not the others, which the session's return lets go on.
+	w.mu.Lock()
+	big := w.big
+	w.big = nil
+	w.mu.Unlock()
+	for _, b := range big {
+		if w.tooBig(b) {
+			w.lostRounds = 0 // explained: not a connection that keeps breaking
+		}
+	}
 	if len(jobs) > 1 {
 		w.r.log.Debug("read ZooKeeper", "reads", len(jobs), "took", time.Since(start), "services", len(w.services))
 	}
@@ -785,7 +853,20 @@ func (w *watcher) apply(j *job) {
 			w.failed(laterRead{}, root, j.err)
 			return
 		}
+		w.succeeded(laterRead{})
 		w.dirtyRoot = false
+		if !j.exists {
+			w.rootGone()
+			return
+		}
+		if w.rootMissing != nil {
+			// Back: every watch under it went with it. Read everything again; the Flush
+			// after is a Replace (the outage began with rootGone).
+			w.r.log.Info("the root znode exists again: listing it", "services_known", len(w.services))
+			w.rootMissing = nil
+			w.markAll()
+			w.dirtyRoot = false // this is its listing
+		}
 		w.rootOK = true
 		names := map[string]bool{}
 		for _, name := range j.children {
@@ -793,7 +874,11 @@ func (w *watcher) apply(j *job) {
 				continue
 			}
 			names[name] = true
-			if _, ok := w.services[name]; !ok {
+			if s, ok := w.services[name]; ok && s.missing {
+				// Found gone, listed again: created anew, without the watches of the old.
+				s.missing = false
+				w.markService(name, s)
+			} else if !ok {
 				w.services[name] = &service{nodes: map[string]*node{}, served: map[string]*served{}}
 				w.byPath[w.r.layout.instancesPath(root, name)] = name
 				w.byPath[root+"/"+name] = name
@@ -816,10 +901,11 @@ func (w *watcher) apply(j *job) {
 			return
 		}
 		if j.err != nil {
-			w.failed(laterRead{j.name, true}, w.r.layout.overridesPath(root, j.name), j.err)
+			w.failed(laterRead{name: j.name, ovr: true}, w.r.layout.overridesPath(root, j.name), j.err)
 			return
 		}
-		w.rec.Accept(w.r.layout.overridesPath(root, j.name))
+		w.succeeded(laterRead{name: j.name, ovr: true})
+		w.accept(w.r.layout.overridesPath(root, j.name))
 		w.setOverrides(j.name, s, j.children)
 	case j.isSvc():
 		s, ok := w.services[j.name]
@@ -832,9 +918,14 @@ func (w *watcher) apply(j *job) {
 			return
 		}
 		delete(w.dirtySvc, j.name)
-		w.rec.Accept(w.r.layout.instancesPath(root, j.name))
+		w.succeeded(laterRead{name: j.name})
+		w.accept(w.r.layout.instancesPath(root, j.name))
 		if !j.exists {
-			w.removeService(j.name)
+			// Gone, or the root with everything under it: the root's listing decides, so
+			// that a deleted root keeps what was served (rootGone). Its children watch
+			// fired too, so it is read soon.
+			s.missing = true
+			w.dirtyRoot = true
 			return
 		}
 		ids := map[string]bool{}
@@ -867,10 +958,15 @@ func (w *watcher) apply(j *job) {
 			return
 		}
 		rec := w.r.layout.instancesPath(root, j.name) + "/" + j.id
+		if j.err == nil {
+			w.succeeded(laterRead{name: j.name, id: j.id})
+		}
 		switch {
 		case j.err != nil:
-			// Not a connection error: an ACL, most likely. Say so on the record.
-			n.err = bad(reasonRead, fmt.Errorf("cannot read the node: %w", j.err))
+			// Not a connection error: an ACL, most likely. Say so on the record, and read it
+			// again with a backoff (no watch was set).
+			err := w.retryLater(laterRead{name: j.name, id: j.id}, rec, j.err)
+			n.err = bad(reasonRead, fmt.Errorf("cannot read the node: %w", err))
 		case !j.exists:
 			w.removeNode(j.name, j.id)
 			w.touch(j.name)
@@ -894,7 +990,7 @@ func (w *watcher) setOverrides(name string, s *service, ids []string) {
 	slices.Sort(ids)
 	for _, id := range s.overrideIDs {
 		if _, found := slices.BinarySearch(ids, id); !found {
-			w.rec.Accept(p + "/" + id)
+			w.accept(p + "/" + id)
 		}
 	}
 	var rules []override
@@ -903,9 +999,9 @@ func (w *watcher) setOverrides(name string, s *service, ids []string) {
 		switch {
 		case err == nil:
 			rules = append(rules, o)
-			w.rec.Accept(p + "/" + id)
+			w.accept(p + "/" + id)
 		case errors.Is(err, errNotInstance):
-			w.rec.Accept(p + "/" + id)
+			w.accept(p + "/" + id)
 		default:
 			w.reject(p+"/"+id, bad(reasonOverride, fmt.Errorf("override left out: %w", err)))
 		}
@@ -933,11 +1029,15 @@ func (w *watcher) parse(name, id string, n *node, data []byte) {
 	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+id, n)
 }
 
-// reject reports record malformed and counts it by reason.
+// reject reports record malformed and counts it by reason. The record is a znode's path with
+// the secrets of a Dubbo URL in it redacted (redactRecord), as accept's.
 func (w *watcher) reject(record string, err error) {
 	w.r.metrics.rejected.WithLabelValues(reasonOf(err)).Inc()
-	w.rec.Reject(record, err)
+	w.rec.Reject(redactRecord(record), err)
 }
+
+// accept reports record well-formed (again).
+func (w *watcher) accept(record string) { w.rec.Accept(redactRecord(record)) }
 
 func (w *watcher) report(rec string, n *node) {
 	if n.err != nil {
@@ -947,28 +1047,67 @@ func (w *watcher) report(rec string, n *node) {
 		}
 		w.reject(rec, err)
 	} else {
-		w.rec.Accept(rec)
+		w.accept(rec)
 	}
 	w.changed = true
 }
 
-// wait holds reads back until the retry timer fires or the session is back.
+// wait holds reads back until the retry timer fires or, after the first round that lost the
+// connection, the session is back: rounds that keep losing it back off.
 func (w *watcher) wait() {
-	if !w.waiting {
-		w.waiting = true
-		w.retry.Reset(retryInterval)
+	if w.waiting {
+		return
+	}
+	w.waiting = true
+	w.waitSession = w.lostRounds <= 1
+	d := retryInterval
+	if w.lostRounds > 1 {
+		d = backoff(retryInterval, lostRetryMax, w.lostRounds-1)
+	}
+	w.retry.Reset(d)
+}
+
+// lost handles a round that lost the connection (or the session): what it could not read is
+// read again once the session is back, the first time, then with a backoff. A connection that
+// breaks round after round while the session stands (a proxy, an answer too large to
+// attribute) delivers no change: after lostRoundsUnreachable rounds that is reported.
+func (w *watcher) lost(err error) {
+	if w.lostRounds == 0 {
+		w.lostSession = w.session
+	}
+	w.lostRounds++
+	w.r.log.Debug("reading ZooKeeper lost the connection; retrying", "error", err, "rounds", w.lostRounds)
+	w.wait()
+	if w.lostRounds == lostRoundsUnreachable {
+		err = fmt.Errorf("zookeeper %s: the connection broke during %d reads in a row (last: %w); changes are not arriving, serving what was read last",
+			strings.Join(w.r.cfg.Servers, ","), w.lostRounds, err)
+		w.r.log.Warn("ZooKeeper connection keeps breaking while reading; backing off", "error", err)
+		w.rec.Unreachable(err)
+		w.down = true
 	}
 }
 
-// failed handles a read of the root or of a service's instances or overrides that failed for
-// another reason than the connection (an ACL, most likely): the root is reported unreachable, a
-// service's node rejected, and the read is retried after retryInterval. The rest is served
-// meanwhile, a service with the instances and overrides read last.
-func (w *watcher) failed(r laterRead, p string, err error) {
-	if errors.Is(err, zk.ErrNoAuth) {
-		err = fmt.Errorf("%w: the node's ACL does not admit this client; give the credentials it names (--zk-auth-file with digest user:password) or a client certificate it names (--zk-tls-cert)", err)
+// roundDone ends a run of lost rounds: when it was reported, and the watches held (the same
+// session), the outage ends at the next Flush without a Replace.
+func (w *watcher) roundDone() {
+	if w.lostRounds >= lostRoundsUnreachable && w.session == w.lostSession {
+		w.rec.Resumed()
+		w.changed = true
 	}
-	w.r.log.Warn("reading a znode failed; retrying", "path", p, "error", err, "in", retryInterval)
+	w.lostRounds = 0
+}
+
+// failed handles a read of the root or of a service's instances or overrides that failed for
+// another reason than the connection (an ACL, an answer over the client's limit): the root is
+// reported unreachable, a service's node rejected, and the read is retried with a backoff
+// (retryLater). The rest is served meanwhile, a service with the instances and overrides read
+// last.
+func (w *watcher) failed(r laterRead, p string, err error) {
+	err = w.retryLater(r, p, err)
+	reason := reasonRead
+	if errors.Is(err, errOversized) {
+		reason = reasonSize
+	}
 	switch {
 	case r.name == "":
 		w.dirtyRoot = false
@@ -977,18 +1116,109 @@ func (w *watcher) failed(r laterRead, p string, err error) {
 		w.down = true
 	case r.ovr:
 		delete(w.dirtyOvr, r.name)
-		w.reject(p, bad(reasonRead, fmt.Errorf("cannot list the overrides: %w", err)))
+		w.reject(p, bad(reason, fmt.Errorf("cannot list the overrides: %w", err)))
 		w.changed = true
 	default:
 		delete(w.dirtySvc, r.name)
-		w.reject(p, bad(reasonRead, fmt.Errorf("cannot list the instances: %w", err)))
+		w.reject(p, bad(reason, fmt.Errorf("cannot list the instances: %w", err)))
 		w.changed = true
 	}
-	if w.later == nil {
-		w.later = map[laterRead]bool{}
+}
+
+// retryLater schedules read r of path p again, after a backoff that grows with each failure,
+// logs it (bounded: unreadableLog) and returns err with what to do about it.
+func (w *watcher) retryLater(r laterRead, p string, err error) error {
+	if errors.Is(err, zk.ErrNoAuth) {
+		err = fmt.Errorf("%w: the node's ACL does not admit this client; give the credentials it names (--zk-auth-file with digest user:password) or a client certificate it names (--zk-tls-cert)", err)
 	}
-	w.later[r] = true
-	w.retry.Reset(retryInterval)
+	cause := causeOf(err)
+	st := w.later[r]
+	if st == nil {
+		st = &retryState{cause: cause}
+		w.later[r] = st
+		w.countLater(cause, 1)
+	} else if st.cause != cause {
+		w.countLater(st.cause, -1)
+		w.countLater(cause, 1)
+		st.cause = cause
+	}
+	st.fails++
+	base := readRetryBase
+	if cause == causeOversized {
+		base = oversizedRetryBase
+	}
+	d := backoff(base, readRetryMax, st.fails)
+	st.due, st.marked = time.Now().Add(d), false
+	w.unreadable.note(cause, p, err, w.laterCount[cause], d)
+	w.laterAt(st.due)
+	return err
+}
+
+// countLater keeps the number of reads retried later, by cause, and its gauge.
+func (w *watcher) countLater(cause string, n int) {
+	if w.laterCount == nil {
+		w.laterCount = map[string]int{}
+	}
+	w.laterCount[cause] += n
+	w.r.metrics.backingOff.WithLabelValues(cause).Add(float64(n))
+}
+
+// succeeded ends the backoff of read r: it was answered.
+func (w *watcher) succeeded(r laterRead) {
+	if st, ok := w.later[r]; ok {
+		delete(w.later, r)
+		w.countLater(st.cause, -1)
+	}
+}
+
+// laterAt makes laterT fire at t at the latest.
+func (w *watcher) laterAt(t time.Time) {
+	if w.laterNext.IsZero() || t.Before(w.laterNext) {
+		w.laterNext = t
+		w.laterT.Reset(time.Until(t))
+	}
+}
+
+// laterBatch: reads due within it of the one that fired are made together.
+const laterBatch = 100 * time.Millisecond
+
+// laterDue marks the reads whose backoff has passed to be read again, forgets those of
+// services and nodes gone, and sets laterT for the next.
+func (w *watcher) laterDue() {
+	w.laterNext = time.Time{}
+	now := time.Now()
+	var next time.Time
+	for r, st := range w.later {
+		s, ok := w.services[r.name]
+		if r.name != "" && (!ok || (r.id != "" && s.nodes[r.id] == nil)) {
+			delete(w.later, r)
+			w.countLater(st.cause, -1)
+			continue
+		}
+		if st.marked {
+			continue
+		}
+		if st.due.After(now.Add(laterBatch)) {
+			if next.IsZero() || st.due.Before(next) {
+				next = st.due
+			}
+			continue
+		}
+		st.marked = true
+		switch {
+		case r.name == "":
+			w.dirtyRoot = true
+		case r.ovr:
+			w.dirtyOvr[r.name] = true
+		case r.id != "":
+			w.dirtyNode[nodeKey{r.name, r.id}] = true
+		default:
+			w.dirtySvc[r.name] = true
+		}
+	}
+	if !next.IsZero() {
+		w.laterAt(next)
+	}
 }
 
 func (w *watcher) touch(name string) {
@@ -1003,8 +1233,8 @@ func (w *watcher) removeNode(name, id string) {
 	s := w.services[name]
 	delete(s.nodes, id)
 	delete(w.dirtyNode, nodeKey{name, id})
-	w.rec.Accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id)
-	w.rec.Accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)")
+	w.accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id)
+	w.accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)")
 	w.changed = true
 }
 
@@ -1014,9 +1244,9 @@ func (w *watcher) removeService(name string) {
 		w.removeNode(name, id)
 	}
 	if p := w.r.layout.overridesPath(w.r.cfg.Root, name); p != "" {
-		w.rec.Accept(p)
+		w.accept(p)
 		for _, id := range s.overrideIDs {
-			w.rec.Accept(p + "/" + id)
+			w.accept(p + "/" + id)
 		}
 		delete(w.byOvrPath, p)
 	}
@@ -1026,6 +1256,7 @@ func (w *watcher) removeService(name string) {
 	delete(w.dirtySvc, name)
 	delete(w.dirtyOvr, name)
 	delete(w.touched, name)
+	delete(w.retireDue, name)
 	if w.r.layout.readsData() { // Curator: the znode's name is the service's
 		w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
 	}
@@ -1039,6 +1270,7 @@ func (w *watcher) removeService(name string) {
 
 // build tells the Reconciler the new state of every service touched since the last build.
 func (w *watcher) build() {
+	now := time.Now()
 	for _, name := range slices.Sorted(maps.Keys(w.touched)) {
 		s, ok := w.services[name]
 		if !ok {
@@ -1061,7 +1293,7 @@ func (w *watcher) build() {
 			n := s.nodes[id]
 			dupRecord := w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)"
 			if n.good == nil {
-				w.rec.Accept(dupRecord)
+				w.accept(dupRecord)
 				continue
 			}
 			good := withOverrides(n.good, s.overrides)
@@ -1074,13 +1306,26 @@ func (w *watcher) build() {
 				ids[hd.Name] = map[string]string{}
 			}
 			if first, dup := ids[hd.Name][good.inst.ID]; dup {
-				w.reject(dupRecord, bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, first)))
+				w.reject(dupRecord, bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first))))
 				continue
 			}
-			w.rec.Accept(dupRecord)
+			w.accept(dupRecord)
 			ids[hd.Name][good.inst.ID] = id
 			eps[hd.Name] = append(eps[hd.Name], good)
 			hds[hd.Name] = hd
+		}
+		// Each instance's contribution to its service's ports, in node name order: an
+		// instance that would make its service invalid is left out, its node rejected.
+		for sn, list := range eps {
+			var served []model.Port
+			if sv := s.served[sn]; sv != nil {
+				served = sv.ports.ports
+			}
+			kept, refused := admitPorts(list, served)
+			for _, r := range refused {
+				w.reject(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+ids[sn][r.e.inst.ID]+" (duplicate)", r.err)
+			}
+			eps[sn] = kept
 		}
 		// Dubbo 2: the providers of one host (one URL per protocol) become one endpoint.
 		if m, ok := w.r.layout.(merger); ok {
@@ -1091,18 +1336,28 @@ func (w *watcher) build() {
 		if len(hds) == 0 && w.r.layout.readsData() {
 			hds[name] = hostData{Name: name, Namespace: ns} // Curator: report the removal
 		}
+		delete(w.retireDue, name)
 		for _, sn := range slices.Sorted(maps.Keys(hds)) {
-			var last []model.Port
+			var last portMemory
+			var emptySince time.Time
 			if sv := s.served[sn]; sv != nil {
 				last = sv.ports
+				if len(eps[sn]) == 0 {
+					emptySince = cmp.Or(sv.emptySince, now)
+				}
 			}
-			svc, ok, err := buildService(hds[sn], w.r.host, eps[sn], last)
+			if !emptySince.IsZero() && w.retire(name, sn, emptySince, now) {
+				delete(s.served, sn)
+				w.rec.Remove(model.ServiceKey{Namespace: ns, Name: sn})
+				continue
+			}
+			svc, kept, ok, err := mapService(hds[sn], w.r.host, eps[sn], last)
 			switch {
 			case err != nil:
 				w.reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
 			case ok:
 				w.rec.Set(svc)
-				s.served[sn] = &served{hd: hds[sn], ports: slices.Clone(svc.Ports)}
+				s.served[sn] = &served{hd: hds[sn], ports: kept, emptySince: emptySince}
 			default:
 				w.rec.Remove(model.ServiceKey{Namespace: ns, Name: sn})
 			}

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,7 @@ type Server struct {
 	mu      sync.Mutex
 	proc    *serverproc.Process
 	logFile *os.File // the process's output; closed once it is stopped
+	paused  bool     // stopped with SIGSTOP by Pause
 }
 
 // newServer prepares a server in dir (created if missing); nothing runs yet. opts has its defaults.
@@ -386,10 +388,14 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
 	s.mu.Lock()
-	p, logf := s.proc, s.logFile
+	p, logf, paused := s.proc, s.logFile, s.paused
+	s.paused = false
 	s.mu.Unlock()
 	if p == nil {
 		return
+	}
+	if paused {
+		_ = p.Signal(syscall.SIGCONT) // else SIGTERM waits for it, and the grace ends in SIGKILL
 	}
 	if p.Stop(stopGrace) {
 		t.Logf("zktest: zookeeper did not stop %v after SIGTERM, killed it", stopGrace)
@@ -411,6 +417,36 @@ func (s *Server) Kill(t testing.TB) {
 	<-p.Done()
 	p.Stop(0) // marks it stopped, so that the cleanup's Stop signals nothing
 	logf.Close()
+}
+
+// Pause stops the server's process with SIGSTOP: its sockets stay open and it answers nothing,
+// as a server in a long garbage collection or on a frozen machine. Resume continues it; Stop and
+// Restart resume it first.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		t.Fatal("zktest: Pause of a server that is not running")
+	}
+	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("zktest: SIGSTOP: %v", err)
+	}
+	s.paused = true
+}
+
+// Resume continues a server stopped by Pause.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || !s.paused {
+		return
+	}
+	if err := s.proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("zktest: SIGCONT: %v", err)
+	}
+	s.paused = false
 }
 
 // Restart stops the server (if it runs) and starts it again on the same ports and data
@@ -585,6 +621,52 @@ func readFrame(r io.Reader) ([]byte, error) {
 	body := make([]byte, size)
 	_, err := io.ReadFull(r, body)
 	return body, err
+}
+
+// HandshakeTimeout bounds a test client's session handshake when it dials with ClientDial.
+const HandshakeTimeout = 5 * time.Second
+
+// ClientDial dials like net.DialTimeout for a test's own ZooKeeper client (go-zookeeper's
+// zk.WithDialer), and bounds the session handshake to HandshakeTimeout. go-zookeeper waits for
+// the server's answer to its connect request for ten read timeouts (66 s with a 10 s session),
+// and a server still loading its database after a restart holds the connection open without
+// answering: CI saw a test's writer give up after 68 s of that. With ClientDial the client
+// gives up after HandshakeTimeout and tries again, and gets the session as soon as the server
+// serves.
+func ClientDial(network, address string, timeout time.Duration) (net.Conn, error) {
+	c, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &handshakeConn{Conn: c}, nil
+}
+
+// handshakeConn clamps the read deadlines the client sets until the length of the first frame,
+// the answer to its connect request, has arrived (the client reads the rest without a deadline,
+// and every later frame with its ordinary read timeout).
+type handshakeConn struct {
+	net.Conn
+	mu  sync.Mutex
+	got int // bytes read so far, up to 4
+}
+
+func (c *handshakeConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	if c.got < 4 && !t.IsZero() {
+		if limit := time.Now().Add(HandshakeTimeout); t.After(limit) {
+			t = limit
+		}
+	}
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *handshakeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.mu.Lock()
+	c.got = min(c.got+n, 4)
+	c.mu.Unlock()
+	return n, err
 }
 
 // Sessions records the session a ZooKeeper client is given, by reading the server's answer to
