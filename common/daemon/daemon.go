@@ -99,6 +99,14 @@ type options struct {
 	subsets          string
 	rules            subset.Rules // read from the subsets file at start
 
+	// What gRPC clients may hold in total (grpcwire.Budget).
+	maxStreams              int
+	maxStreamsPerClient     int
+	maxConnections          int
+	maxConnectionsPerClient int
+	maxNames                int
+	maxNameBytes            int64
+
 	// Addresses for hosts the registry gives none (internal/vip).
 	noEndpointsLabel bool
 
@@ -134,6 +142,12 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.removalHoldShare, "removal-hold-share", pipeline.DefaultRemovalHoldShare, "percent of the served services an answer may remove without a hold, in registries of 10 services or more (removing every service is always held); 100: hold only answers that remove everything")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace", 5*time.Second, "how long streams may drain on SIGTERM")
 	fs.DurationVar(&o.sendTimeout, "send-timeout", grpcwire.DefaultSendTimeout, "a sink that leaves a response unread this long has its stream closed (ResourceExhausted), releasing what it pinned")
+	fs.IntVar(&o.maxStreams, "max-streams", grpcwire.DefaultMaxStreams, "config streams (xDS SotW and Delta, legacy MCP) all clients may hold open at once; one more is refused with ResourceExhausted. An istiod holds one per config source, a tool one while it runs: the default serves hundreds while bounding what clients cost together (0: no limit)")
+	fs.IntVar(&o.maxStreamsPerClient, "max-streams-per-client", grpcwire.DefaultMaxStreamsPerClient, "config streams one client may hold open at once (a client is the identity of its certificate under mutual TLS, else its IP address; node ids are the client's choice); the default leaves room for many istiods behind one address while no one address takes more than a tenth of --max-streams. Also the streams one HTTP/2 connection may carry (0: no limit)")
+	fs.IntVar(&o.maxConnections, "max-connections", grpcwire.DefaultMaxConnections, "gRPC connections open at once; one more is closed as soon as it is accepted (the client retries with its backoff). An istiod keeps one (0: no limit)")
+	fs.IntVar(&o.maxConnectionsPerClient, "max-connections-per-client", grpcwire.DefaultMaxConnectionsPerClient, "gRPC connections open at once from one IP address, so that one address cannot take every connection, e.g. with idle ones (0: no limit)")
+	fs.IntVar(&o.maxNames, "max-names", grpcwire.DefaultMaxNames, "resource names all streams may hold together, as Delta subscriptions and resume versions (initial_resource_versions, xDS and legacy MCP); a request that would pass it is refused with ResourceExhausted and its stream closed, as one over the per-stream bound of 200,000. Wildcard subscribers such as istiod hold none; an istiod resuming 10,000 services x 10 WorkloadEntries holds 110,000, so the default lets nine resume at once (0: no limit)")
+	fs.Int64Var(&o.maxNameBytes, "max-name-bytes", grpcwire.DefaultMaxNameBytes, "bytes of the resource names (and resume versions) all streams may hold together, refused as --max-names is; the default is 1,000,000 names of 64 bytes, a typical namespace/name and version, and bounds what made-up names of the longest allowed length (512 bytes) can take (0: no limit)")
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.BoolVar(&o.noEndpointsLabel, "no-endpoints-label", true, "label a STATIC ServiceEntry that has no endpoint galleon.io/endpoints=none, so that istiod 1.29 and older drop its last endpoint (one full push when a service loses its last endpoint, one when it gets one back); false when every istiod reading this source is 1.30 or later, which clear it themselves (docs/istiod-releases.md)")
@@ -167,6 +181,21 @@ func (o *options) check() error {
 	}
 	if o.sendTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--send-timeout %v: want a positive duration, e.g. 1m", o.sendTimeout))
+	}
+	for _, l := range []struct {
+		flag string
+		v    int64
+	}{
+		{"max-streams", int64(o.maxStreams)}, {"max-streams-per-client", int64(o.maxStreamsPerClient)},
+		{"max-connections", int64(o.maxConnections)}, {"max-connections-per-client", int64(o.maxConnectionsPerClient)},
+		{"max-names", int64(o.maxNames)}, {"max-name-bytes", o.maxNameBytes},
+	} {
+		if l.v < 0 {
+			errs = append(errs, fmt.Errorf("--%s %d: want 0 (no limit) or a positive number", l.flag, l.v))
+		}
+	}
+	if o.maxStreamsPerClient > 1<<32-1 { // grpc.MaxConcurrentStreams takes a uint32
+		errs = append(errs, fmt.Errorf("--max-streams-per-client %d: want at most %d", o.maxStreamsPerClient, 1<<32-1))
 	}
 	if o.panicThreshold < 0 || o.panicThreshold > 100 {
 		errs = append(errs, fmt.Errorf("--panic-threshold %d: want a percentage from 0 to 100", o.panicThreshold))
@@ -433,14 +462,26 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 		routes = subsets
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
 	}
+	// What clients hold in total, xDS and legacy MCP together: streams
+	// and names (the servers), connections (the listener), and streams per
+	// connection (gRPC), which bounds the health and reflection streams too.
+	budget := grpcwire.NewBudget(grpcwire.BudgetLimits{
+		Streams: o.maxStreams, StreamsPerClient: o.maxStreamsPerClient,
+		Connections: o.maxConnections, ConnectionsPerClient: o.maxConnectionsPerClient,
+		Names: o.maxNames, NameBytes: o.maxNameBytes,
+	}, metrics, log, append(xds.Protocols(), mcp.Protocol))
+	grpcLis = budget.Listener(grpcLis)
 	grpcOpts := xds.GRPCServerOptions()
+	if o.maxStreamsPerClient > 0 {
+		grpcOpts = append(grpcOpts, grpc.MaxConcurrentStreams(uint32(o.maxStreamsPerClient)))
+	}
 	if listenerTLS != nil {
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(listenerTLS.Config())))
 	}
 	g := grpc.NewServer(grpcOpts...)
-	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks})
+	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks, Budget: budget})
 	xdsSrv.Register(g)
-	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks})
+	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks, Budget: budget})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -449,7 +490,8 @@ func serve(ctx context.Context, spec Spec, o *options, reg registry.Registry, li
 	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, subsets, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
-		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(vips))
+		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(vips),
+		"client_limits", budget.Limits().String())
 
 	parts, ctx := rungroup.WithContext(ctx)
 	parts.Go("registry", func() error { return reg.Run(ctx, pipe) })

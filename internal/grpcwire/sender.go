@@ -25,6 +25,8 @@ type Sender struct {
 	msgs    chan any
 	results chan error
 	timer   *time.Timer
+	// timedOut is set by Send on a timeout; read by the stream's goroutine.
+	timedOut bool
 }
 
 // NewSender starts the sending goroutine for a stream whose messages send
@@ -55,9 +57,16 @@ func (s *Sender) Send(msg any) error {
 	case err := <-s.results:
 		return err
 	case <-s.timer.C:
+		s.timedOut = true
 		return status.Errorf(codes.ResourceExhausted, "the client has not read a response for %v: closing the stream", s.timeout)
 	}
 }
+
+// TimedOut says whether a Send timed out. The stream then ends, but gRPC
+// still holds what was not written, and the stream's place on its
+// connection, until the client reads or the connection closes: a server
+// stream's handler should end the connection too (Budget.Disconnect).
+func (s *Sender) TimedOut() bool { return s.timedOut }
 
 // Close ends the sending goroutine once its current write, if any, returns
 // (a write blocked on a client that stopped reading returns when the

@@ -35,7 +35,10 @@ func ServeClientStream[Req any](ctx context.Context, cancel context.CancelFunc, 
 
 func serveStream[Req any](ctx context.Context, cancelStream context.CancelFunc, source snapshot.Source,
 	recv func() (Req, error), onRequest func(Req) error, push func(*snapshot.Snapshot) error) error {
-	reqs := make(chan Req, 16)
+	// One request waits while the loop works (pushing, perhaps waiting on
+	// a slow client): each may be a 4 MiB message decoded, and the
+	// client's next ones wait in gRPC's flow control, not in memory here.
+	reqs := make(chan Req, 1)
 	recvErrs := make(chan error, 1)
 	recvDone := make(chan struct{})
 	if cancelStream != nil {

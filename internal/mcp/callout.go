@@ -143,7 +143,9 @@ func (s *Server) callout(ctx context.Context, address string, dialOpts []grpc.Di
 	defer s.metrics.calloutConnected.Set(0)
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
-	st := newStreamState(sender.Send, s.logBudget)
+	// No lease: this process dialed the sink (--mcp-callout), which the
+	// per-stream bounds still limit.
+	st := newStreamState(sender.Send, s.logBudget, nil)
 	err = s.serve(streamCtx, cancel, st, stream.Recv)
 	if err == nil {
 		err = errors.New("the sink closed the stream")

@@ -31,7 +31,7 @@ func FuzzRequest(f *testing.F) {
 	put(f, store, true, "ns/a", "a1", "ns/b", "b1")
 	s := NewServer(snapshot.Everyone(store), Options{})
 	f.Fuzz(func(t *testing.T, first, second []byte) {
-		st := newStreamState(func(any) error { return nil }, grpcwire.NewServerLogLimiter())
+		st := newStreamState(func(any) error { return nil }, grpcwire.NewServerLogLimiter(), nil)
 		for _, b := range [][]byte{first, second} {
 			var req mcpv1alpha1.RequestResources
 			if proto.Unmarshal(b, &req) != nil {

@@ -66,6 +66,10 @@ type Options struct {
 	// ChangeAcks, when set, is told each stream's progress (the callout's
 	// too), for the change -> every sink ACKed latency.
 	ChangeAcks *grpcwire.ChangeAcks
+	// Budget bounds the streams and resume names of all sinks together;
+	// share one with the xDS server of the process. Nil: a budget of this
+	// server's own with the default limits. The callout takes none.
+	Budget *grpcwire.Budget
 }
 
 // Protocol is the protocol label of legacy MCP streams in
@@ -93,6 +97,8 @@ type Server struct {
 	logBudget *grpcwire.LogLimiter
 	// changeAcks, when set, learns what each stream has answered.
 	changeAcks *grpcwire.ChangeAcks
+	// budget bounds what sinks hold in total: streams and names.
+	budget *grpcwire.Budget
 }
 
 // NewServer returns a server that serves each stream the source router
@@ -107,9 +113,13 @@ func NewServer(router snapshot.Router, opts Options) *Server {
 	if maxSize <= 0 {
 		maxSize = DefaultMaxResponseBytes
 	}
+	budget := opts.Budget
+	if budget == nil {
+		budget = grpcwire.NewBudget(grpcwire.DefaultBudgetLimits(), nil, log, []string{Protocol})
+	}
 	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), maxSize: maxSize,
 		warned: map[string]string{}, drainer: grpcwire.NewDrainer(), sendTimeout: opts.SendTimeout,
-		logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks}
+		logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks, budget: budget}
 }
 
 // Drain ends every stream sinks opened, now and later, with status
@@ -223,13 +233,18 @@ func (s *Server) admit(collection string, watched bool, watching int) error {
 const maxLoggedSink = 256
 
 // admitResume applies grpcwire.AdmitNames to a request's resume versions,
-// counting a refusal.
-func (s *Server) admitResume(held int, resume map[string]string) error {
+// counting a refusal, and takes them from the process's budget (lease):
+// the stream holds them until it ends.
+func (s *Server) admitResume(lease *grpcwire.Lease, held int, resume map[string]string) error {
 	reason, err := grpcwire.AdmitNames(held, nil, nil, resume)
 	if err != nil {
 		s.metrics.badRequests.WithLabelValues(reason).Inc()
+		if reason == "too_many_names" {
+			lease.RefusedPerStream()
+		}
+		return err
 	}
-	return err
+	return lease.Add(grpcwire.NamesCost(nil, nil, resume))
 }
 
 // EstablishResourceStream serves one sink's stream. One goroutine (this
@@ -238,11 +253,24 @@ func (s *Server) admitResume(held int, resume map[string]string) error {
 // second goroutine only receives; it ends with the stream, whose context is
 // cancelled when this handler returns.
 func (s *Server) EstablishResourceStream(stream mcpv1alpha1.ResourceSource_EstablishResourceStreamServer) error {
+	lease, err := s.budget.Open(stream.Context(), Protocol)
+	if err != nil {
+		return err
+	}
+	defer lease.Close()
 	s.metrics.streams.Inc()
 	defer s.metrics.streams.Dec()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
-	st := newStreamState(sender.Send, s.logBudget)
+	defer func() {
+		// gRPC would keep the unwritten response of a sink that stopped
+		// reading, and the stream's place on the connection, for as long
+		// as the sink wants: end its connection.
+		if sender.TimedOut() {
+			s.budget.Disconnect(stream.Context())
+		}
+	}()
+	st := newStreamState(sender.Send, s.logBudget, lease)
 	ctx, stop := s.drainer.Context(stream.Context())
 	defer stop()
 	return s.serve(ctx, nil, st, stream.Recv)
@@ -298,8 +326,8 @@ func ClientOf(node *mcpv1alpha1.SinkNode) snapshot.Client {
 	return snapshot.Client{ID: node.GetId(), Labels: node.GetAnnotations()}
 }
 
-func newStreamState(send func(any) error, logBudget *grpcwire.LogLimiter) *streamState {
-	return &streamState{send: send, watches: map[string]*watch{}, logBudget: logBudget.ForStream()}
+func newStreamState(send func(any) error, logBudget *grpcwire.LogLimiter, lease *grpcwire.Lease) *streamState {
+	return &streamState{send: send, watches: map[string]*watch{}, logBudget: logBudget.ForStream(), lease: lease}
 }
 
 // streamState is one stream's state, owned by its handler goroutine.
@@ -318,6 +346,9 @@ type streamState struct {
 	collections map[string]struct{}
 	// logBudget bounds the log lines this sink can cause with NACKs.
 	logBudget *grpcwire.LogLimiter
+	// lease holds the stream's resume versions in the process's budget;
+	// nil for the callout, which this process dialed.
+	lease *grpcwire.Lease
 }
 
 // watch is one collection's state on one stream.
@@ -377,7 +408,7 @@ func (s *Server) request(st *streamState, req *mcpv1alpha1.RequestResources) err
 		return err
 	}
 	if !exists {
-		if err := s.admitResume(st.resumed, req.InitialResourceVersions); err != nil {
+		if err := s.admitResume(st.lease, st.resumed, req.InitialResourceVersions); err != nil {
 			return err
 		}
 		st.resumed += len(req.InitialResourceVersions)

@@ -29,8 +29,11 @@ type deltaWatch struct {
 	// recheck holds newly subscribed names to look at on the next push.
 	recheck map[string]struct{}
 	// resumed is how many names the client gave in
-	// initial_resource_versions, for the per-stream bound on names.
-	resumed int
+	// initial_resource_versions, for the per-stream bound on names, and
+	// resumedBytes their bytes (names and versions), which the stream
+	// holds in the process's budget until it ends.
+	resumed      int
+	resumedBytes int64
 
 	sent     bool
 	nonce    string
@@ -41,17 +44,23 @@ type deltaWatch struct {
 
 // DeltaAggregatedResources serves one incremental ADS stream.
 func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	lease, err := s.budget.Open(stream.Context(), protocolDelta)
+	if err != nil {
+		return err
+	}
+	defer lease.Close()
 	watches := map[string]*deltaWatch{}
 	var order []*deltaWatch
 	var nonces uint64
 	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
+	defer s.disconnectIfStuck(stream.Context(), sender)
 	types := streamTypes{m: s.metrics, protocol: protocolDelta}
 	defer types.release()
 	return serveStream(s, stream.Context(), protocolDelta, stream.Recv,
 		func(req *discovery.DeltaDiscoveryRequest) error {
-			w, err := s.deltaRequest(watches, budget, req)
+			w, err := s.deltaRequest(watches, budget, lease, req)
 			if w != nil {
 				order = append(order, w)
 				types.add(w.typeURL)
@@ -72,7 +81,11 @@ func (s *Server) DeltaAggregatedResources(stream discovery.AggregatedDiscoverySe
 		})
 }
 
-func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.LogLimiter, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
+// deltaRequest applies one request to the stream's watches. It returns the
+// watch it created, if any, and an error that closes the stream for a
+// request no client should send or one over a limit. The names the stream
+// holds (subscriptions and resume versions) are charged to lease.
+func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.LogLimiter, lease *grpcwire.Lease, req *discovery.DeltaDiscoveryRequest) (*deltaWatch, error) {
 	w, exists := watches[req.GetTypeUrl()]
 	if err := s.admitType(protocolDelta, req.GetTypeUrl(), exists, len(watches)); err != nil {
 		return nil, err
@@ -87,9 +100,18 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 	if exists {
 		subscribed = w.names
 	}
-	if err := s.admitNames(protocolDelta, clientNames(watches), subscribed, req.ResourceNamesSubscribe, resume); err != nil {
+	charged, chargedBytes, err := s.admitNames(lease, protocolDelta, clientNames(watches), subscribed, req.ResourceNamesSubscribe, resume)
+	if err != nil {
 		return nil, err
 	}
+	// What the request did not add after all (names repeated, "*") and
+	// what it unsubscribed go back to the budget.
+	var added, removed int
+	var addedBytes, removedBytes int64
+	defer func() {
+		lease.Remove(charged-added, chargedBytes-addedBytes)
+		lease.Remove(removed, removedBytes)
+	}()
 	var created *deltaWatch
 	if !exists {
 		w = &deltaWatch{
@@ -105,6 +127,10 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 			w.held.Hold(name, version)
 		}
 		w.resumed = len(req.InitialResourceVersions)
+		for name, version := range req.InitialResourceVersions {
+			w.resumedBytes += int64(len(name) + len(version))
+		}
+		added, addedBytes = w.resumed, w.resumedBytes
 		watches[req.TypeUrl] = w
 		created = w
 		s.log.Debug("xds subscribe", "protocol", protocolDelta, "type", req.TypeUrl, "node", req.GetNode().GetId(),
@@ -117,6 +143,10 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 			w.held.Seq = 0 // compare everything on the next push
 			continue
 		}
+		if _, already := w.names[name]; !already {
+			added++
+			addedBytes += int64(len(name))
+		}
 		w.names[name] = struct{}{}
 		w.recheck[name] = struct{}{}
 	}
@@ -128,6 +158,10 @@ func (s *Server) deltaRequest(watches map[string]*deltaWatch, budget *grpcwire.L
 				return named
 			})
 			continue
+		}
+		if _, named := w.names[name]; named {
+			removed++
+			removedBytes += int64(len(name))
 		}
 		delete(w.names, name)
 		if !w.wildcard {
@@ -173,8 +207,12 @@ func (s *Server) deltaPush(send func(any) error, w *deltaWatch, snap *snapshot.S
 			return nil
 		}
 		version = col.Version
-		changed, removed = deltaChanges(w, col)
+		var later []string
+		changed, removed, later = deltaChanges(w, col)
 		clear(w.recheck)
+		for _, name := range later {
+			w.recheck[name] = struct{}{}
+		}
 		if w.sent && len(changed) == 0 && len(removed) == 0 {
 			return nil
 		}
@@ -262,10 +300,18 @@ func (deltaElement) Append(dst []byte, r *snapshot.Resource) []byte {
 	return append(append(dst, prefix...), body...)
 }
 
+// maxAbsentPerResponse bounds the names one response says are absent:
+// the client chooses them, and gRPC keeps a response a client does not
+// read for as long as the stream's place on its connection, after the
+// stream has ended and given its names back to the budget.
+const maxAbsentPerResponse = 1000
+
 // deltaChanges returns what the client lacks and records it as sent. A
 // client that named a resource we do not have (and is not a wildcard
-// subscriber) is told so with a removal, so it need not wait for it.
-func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed []string) {
+// subscriber) is told so with a removal, so it need not wait for it: at
+// most maxAbsentPerResponse at once, the rest (later) in the next
+// responses.
+func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.Resource, removed, later []string) {
 	var absent []string
 	if !w.wildcard {
 		for name := range w.recheck {
@@ -275,9 +321,12 @@ func deltaChanges(w *deltaWatch, col *snapshot.Collection) (changed []*snapshot.
 			}
 		}
 		slices.Sort(absent)
+		if len(absent) > maxAbsentPerResponse {
+			absent, later = absent[:maxAbsentPerResponse], absent[maxAbsentPerResponse:]
+		}
 	}
 	changed, removed = w.held.CatchUp(col, snapshot.Scope{All: w.wildcard, Names: w.names}, keys(w.recheck))
-	return changed, append(removed, absent...)
+	return changed, append(removed, absent...), later
 }
 
 // clientNames counts the names the client of a stream has made it keep:

@@ -33,6 +33,8 @@ type Server struct {
 	logBudget *grpcwire.LogLimiter
 	// changeAcks, when set, learns what each stream has answered.
 	changeAcks *grpcwire.ChangeAcks
+	// budget bounds what clients hold in total: streams and names.
+	budget *grpcwire.Budget
 }
 
 // Options configures a Server.
@@ -47,6 +49,10 @@ type Options struct {
 	// ChangeAcks, when set, is told each stream's progress, for the change
 	// -> every sink ACKed latency (galleon_change_acked_seconds).
 	ChangeAcks *grpcwire.ChangeAcks
+	// Budget bounds the streams and resource names of all clients together;
+	// share one with the legacy MCP server of the process. Nil: a budget of
+	// this server's own with the default limits.
+	Budget *grpcwire.Budget
 }
 
 // Protocols returns the values of the protocol label of the server's
@@ -61,8 +67,12 @@ func NewServer(router snapshot.Router, opts Options) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	budget := opts.Budget
+	if budget == nil {
+		budget = grpcwire.NewBudget(grpcwire.DefaultBudgetLimits(), nil, log, Protocols())
+	}
 	return &Server{router: router, log: log, metrics: newMetrics(opts.Registerer), drainer: grpcwire.NewDrainer(),
-		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks}
+		sendTimeout: opts.SendTimeout, logBudget: grpcwire.NewServerLogLimiter(), changeAcks: opts.ChangeAcks, budget: budget}
 }
 
 // Drain ends every stream, now and later, with status Unavailable, so that
@@ -147,6 +157,15 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// disconnectIfStuck ends the connection of a stream whose client stopped
+// reading: gRPC would otherwise keep the unwritten response, and the
+// stream's place on the connection, for as long as the client wants.
+func (s *Server) disconnectIfStuck(ctx context.Context, sender *grpcwire.Sender) {
+	if sender.TimedOut() {
+		s.budget.Disconnect(ctx)
+	}
+}
+
 // maxTypesPerStream bounds the per-stream state a client can make us keep.
 // istiod asks for about twenty types.
 const maxTypesPerStream = 128
@@ -166,13 +185,23 @@ func (s *Server) admitType(protocol, typeURL string, watched bool, watching int)
 	return nil
 }
 
-// admitNames applies grpcwire.AdmitNames, counting a refusal.
-func (s *Server) admitNames(protocol string, held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) error {
+// admitNames applies grpcwire.AdmitNames, counting a refusal, then takes
+// what the request may add from the process's budget (lease). Once the
+// request is applied, what it did not add goes back (lease.Remove).
+func (s *Server) admitNames(lease *grpcwire.Lease, protocol string, held int, subscribed map[string]struct{}, subscribe []string, resume map[string]string) (names int, bytes int64, err error) {
 	reason, err := grpcwire.AdmitNames(held, subscribed, subscribe, resume)
 	if err != nil {
 		s.metrics.badRequests.WithLabelValues(protocol, reason).Inc()
+		if reason == "too_many_names" {
+			lease.RefusedPerStream()
+		}
+		return 0, 0, err
 	}
-	return err
+	names, bytes = grpcwire.NamesCost(subscribed, subscribe, resume)
+	if err := lease.Add(names, bytes); err != nil {
+		return 0, 0, err
+	}
+	return names, bytes, nil
 }
 
 // logRejected logs a client's NACK within its stream's log budget, quoting

@@ -40,11 +40,19 @@ type sotwWatch struct {
 
 // StreamAggregatedResources serves one SotW ADS stream.
 func (s *Server) StreamAggregatedResources(stream discovery.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	// SotW requests name no resources this server keeps (it serves every
+	// stream everything of its source): the stream is all it holds.
+	lease, err := s.budget.Open(stream.Context(), protocolSotW)
+	if err != nil {
+		return err
+	}
+	defer lease.Close()
 	watches := map[string]*sotwWatch{}
 	var order []*sotwWatch // in the order first asked: responses follow it
 	budget := s.logBudget.ForStream()
 	sender := grpcwire.NewSender(stream.SendMsg, s.sendTimeout)
 	defer sender.Close()
+	defer s.disconnectIfStuck(stream.Context(), sender)
 	types := streamTypes{m: s.metrics, protocol: protocolSotW}
 	defer types.release()
 	return serveStream(s, stream.Context(), protocolSotW, stream.Recv,
