@@ -48,6 +48,11 @@ const (
 	// maxNodeData is the largest instance node read: ZooKeeper's own default limit
 	// (jute.maxbuffer) is 1 MiB, and a Curator instance is a few hundred bytes.
 	maxNodeData = 1 << 20
+	// maxNodeName is the longest instance znode name served: a Dubbo provider URL (the name is
+	// its content) is a few KB even with every method listed. A longer one is rejected and kept
+	// under registry.Cut of its name, never read or parsed, so that a registry of long names
+	// costs its answers in passing, not their size for good.
+	maxNodeName = 64 << 10
 	// minMaxBuffer is the smallest MaxBuffer accepted: the session handshake and every
 	// ordinary answer must fit.
 	minMaxBuffer = 4 << 10

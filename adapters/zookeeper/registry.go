@@ -930,6 +930,10 @@ func (w *watcher) apply(j *job) {
 		}
 		ids := map[string]bool{}
 		for _, id := range j.children {
+			if len(id) > maxNodeName {
+				w.overlongNode(j.name, s, id, ids)
+				continue
+			}
 			ids[id] = true
 			if _, ok := s.nodes[id]; !ok {
 				s.nodes[id] = &node{}
@@ -981,6 +985,19 @@ func (w *watcher) apply(j *job) {
 		w.report(rec, n)
 		w.touch(j.name)
 	}
+}
+
+// overlongNode records an instance znode whose name is longer than maxNodeName: rejected, under
+// its name Cut (the same every listing, so that its deletion is seen), never read or parsed.
+func (w *watcher) overlongNode(name string, s *service, id string, ids map[string]bool) {
+	key := registry.Cut(id, registry.MaxRecordLen)
+	ids[key] = true
+	if _, ok := s.nodes[key]; ok {
+		return
+	}
+	n := &node{err: bad(reasonSize, fmt.Errorf("the node's name is %d bytes, more than the %d an instance's may be", len(id), maxNodeName))}
+	s.nodes[key] = n
+	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+key, n)
 }
 
 // setOverrides parses the children of a service's overrides node, reporting each malformed one

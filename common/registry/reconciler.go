@@ -95,18 +95,21 @@ func (r *Reconciler) SetAll(services []model.Service) {
 // Reject records that a registry record is malformed and was skipped
 // (record names it, as for Sink.Rejected). It is reported at the next
 // Flush unless the same record was reported with the same message.
-func (r *Reconciler) Reject(record string, err error) { r.rejections[record] = err }
+// A record name longer than MaxRecordLen is kept Cut.
+func (r *Reconciler) Reject(record string, err error) { r.rejections[Cut(record, MaxRecordLen)] = err }
 
 // Accept records that a record rejected before is no longer malformed (or
 // no longer exists): the next Flush clears it (Sink.Rejected(record, nil)),
 // and if it is rejected again later, that is reported again.
-func (r *Reconciler) Accept(record string) { delete(r.rejections, record) }
+func (r *Reconciler) Accept(record string) { delete(r.rejections, Cut(record, MaxRecordLen)) }
 
 // SetRejections records the complete set of records malformed now: those
 // not in it are accepted.
 func (r *Reconciler) SetRejections(rejections map[string]error) {
 	clear(r.rejections)
-	maps.Copy(r.rejections, rejections)
+	for record, err := range rejections {
+		r.rejections[Cut(record, MaxRecordLen)] = err
+	}
 }
 
 // Unreachable reports at once that the registry cannot be reached. While

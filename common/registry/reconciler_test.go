@@ -219,3 +219,33 @@ func TestReconcilerResumesWithoutAReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReconcilerCutsLongRecordNames: a registry chooses its record names;
+// the Reconciler keeps and reports them Cut, and the same long name is
+// cleared by the same call.
+func TestReconcilerCutsLongRecordNames(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	long := "/dubbo/x/providers/" + strings.Repeat("y", 200_000)
+	r.SetAll(nil)
+	r.Reject(long, errors.New("not a provider URL"))
+	r.Flush()
+	var told string
+	for _, e := range rec.Events() {
+		if e.Record != "" {
+			told = e.Record
+		}
+	}
+	if told != registry.Cut(long, registry.MaxRecordLen) || len(told) > registry.MaxRecordLen+64 {
+		t.Fatalf("reported a record of %d bytes, want it cut", len(told))
+	}
+	r.Accept(long)
+	r.Flush()
+	evs := rec.Events()
+	if last := evs[len(evs)-1]; last.Record != told || last.Err != nil {
+		t.Fatalf("the long record was not cleared: last call %s", last)
+	}
+	if got := registry.Cut("héllo wörld", 3); !strings.Contains(got, "bytes") || registry.Cut("short", 10) != "short" {
+		t.Errorf("Cut: %q", got)
+	}
+}

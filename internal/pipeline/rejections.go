@@ -2,17 +2,16 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/common/registry"
 	"github.com/galleon-mesh/galleon/internal/rejection"
 )
 
@@ -32,7 +31,7 @@ const (
 	// MaxRecordLen and MaxErrorLen bound a record name and an error text
 	// as logged and kept. A registry chooses its names: 600 names of
 	// 200 KB once made 244 MB of log.
-	MaxRecordLen = 256
+	MaxRecordLen = registry.MaxRecordLen
 	MaxErrorLen  = 1024
 	// logBurst is how many "registry record skipped" lines one reason may
 	// write per logWindow; the rest are counted and the count is logged
@@ -47,19 +46,9 @@ const (
 	reasonInstanceInvalid = "instance_invalid"
 )
 
-// Cut returns s, or when it is longer than n bytes its first bytes (cut at
-// a rune boundary), the number of bytes left out and a hash of the whole,
-// so that two long texts that share their beginning stay apart.
-func Cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	keep := max(n-40, 0)
-	for keep > 0 && !utf8.RuneStart(s[keep]) {
-		keep--
-	}
-	return fmt.Sprintf("%s…(+%d bytes, %016x)", s[:keep], len(s)-keep, xxhash.Sum64String(s))
-}
+// Cut is registry.Cut: the core bounds what it logs and keeps of a
+// registry's text as the SDK's Reconciler does.
+func Cut(s string, n int) string { return registry.Cut(s, n) }
 
 // rejections is the pipeline's record of malformed registry records: those
 // the adapter reports (Sink.Rejected) and the services and instances the

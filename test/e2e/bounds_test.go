@@ -5,9 +5,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -15,6 +19,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 )
 
 // hwmKiB is the peak resident set of process pid (VmHWM), in KiB.
@@ -122,4 +130,96 @@ func logSize(t *testing.T, g *galleon) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// TestZooKeeperLongNamesBounded: issue 27 found 610 provider znodes with names of 200 KB (122 MB
+// in ZooKeeper) made 244 MB of galleon-zookeeper's log and 863 MiB resident, and their removal
+// 122 MB of log more. Record names are the registry's: what is logged and kept of each is cut.
+// 600 interfaces get one provider each whose name is 200 KB and not a provider URL; the adapter
+// rejects them, serves the one good interface, and stays within a stated peak RSS and log
+// volume, through their creation and their removal.
+func TestZooKeeperLongNamesBounded(t *testing.T) {
+	bin := galleonBinary(t, "galleon-zookeeper")
+	server := zktest.Start(t, zktest.Options{HeapMiB: 1536}) // the names, as UTF-16 strings, their log and snapshots
+	zc, _, err := zk.Connect([]string{server.Addr()}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkQuietLogger{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zc.Close()
+	create := func(p string, flags int32) {
+		t.Helper()
+		if _, err := zc.Create(p, nil, flags, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			t.Fatalf("create %.80s: %v", p, err)
+		}
+	}
+	create("/dubbo", 0)
+	good := "/dubbo/org.example.Good"
+	create(good, 0)
+	create(good+"/providers", 0)
+	create(good+"/providers/"+url.QueryEscape("dubbo://10.80.0.1:20880/org.example.Good?interface=org.example.Good&side=provider"), zk.FlagEphemeral)
+
+	g := startGalleon(t, bin, "--zk-servers", server.Addr(), "--zk-layout", "dubbo", "--log-level", "info")
+	w := watchServed(t, g.Addr)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		w.mu.Lock()
+		n := len(w.latest)
+		w.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the good interface was never served")
+		}
+	}
+	logBefore := logSize(t, g)
+
+	const n, size = 600, 200_000
+	pad := strings.Repeat("x", size)
+	var long []string
+	for i := range n {
+		dir := fmt.Sprintf("/dubbo/org.example.Long%03d", i)
+		create(dir, 0)
+		create(dir+"/providers", 0)
+		p := dir + "/providers/" + fmt.Sprintf("%03d", i) + pad // not a provider URL
+		create(p, 0)
+		long = append(long, p)
+	}
+	rejected := func() int {
+		body, err := g.get(context.Background(), "/debug/status")
+		if err != nil {
+			return -1
+		}
+		var st struct {
+			RejectedCount int `json:"rejectedCount"`
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			return -1
+		}
+		return st.RejectedCount
+	}
+	for deadline := time.Now().Add(2 * time.Minute); rejected() < n; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d long names rejected after 2 minutes", rejected(), n)
+		}
+	}
+	for _, p := range long {
+		if err := zc.Delete(p, -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); rejected() != 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rejections left 2 minutes after the long names were deleted", rejected())
+		}
+	}
+	peak := hwmKiB(t, g.Pid()) / 1024
+	grew := logSize(t, g) - logBefore
+	t.Logf("galleon-zookeeper: %d names of %d KB (%d MB) rejected and removed: peak RSS %d MiB, log grew %d bytes", n, size/1000, n*size/1_000_000, peak, grew)
+	const maxMiB, maxLog = 128, 256 << 10 // docs/reliability.md#bounds-in-total
+	if peak > maxMiB {
+		t.Errorf("peak RSS %d MiB, over the bound of %d MiB", peak, maxMiB)
+	}
+	if grew > maxLog {
+		t.Errorf("the log grew by %d bytes, over the bound of %d", grew, maxLog)
+	}
 }

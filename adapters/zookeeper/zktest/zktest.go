@@ -57,6 +57,9 @@ type Options struct {
 	// MaxBuffer sets jute.maxbuffer, the largest packet (and so node) the server accepts; 0 keeps
 	// ZooKeeper's default of 1 MiB - 1. Tests of oversized nodes raise it.
 	MaxBuffer int
+	// HeapMiB is the server's Java heap (-Xmx); 0 means 256. ZooKeeper holds every node in
+	// memory: tests that write a few hundred MB of names raise it.
+	HeapMiB int
 	// TLS also serves the client protocol over TLS on a second port of 127.0.0.1 (SecureAddr),
 	// with a test CA and certificates made for the server (TLS gives their PEM files). The plain
 	// port stays: the harness's four-letter words use it.
@@ -256,7 +259,11 @@ func (s *Server) launch() error {
 	}
 	// Times in the log (slf4j-simple prints none by default) line a member's log up with the
 	// others' and with the test's.
-	args := []string{"-Xmx256m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true",
+	heap := s.opts.HeapMiB
+	if heap <= 0 {
+		heap = 256
+	}
+	args := []string{"-Xmx" + strconv.Itoa(heap) + "m", "-XX:+UseSerialGC", "-Dzookeeper.jmx.log4j.disable=true",
 		"-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"}
 	if s.opts.MaxBuffer > 0 {
 		args = append(args, "-Djute.maxbuffer="+strconv.Itoa(s.opts.MaxBuffer))
