@@ -131,7 +131,7 @@ func peakHeap(f func()) uint64 {
 // TestDecodeMemoryBounded: a million minimal instances within the default 64 MiB, in JSON and
 // in XML, and 200,000 applications, are each refused with a LimitError at the default limits,
 // and decoding them peaks under 150 MiB of heap (the figures are logged; before the limits the
-// JSON one decoded whole, peaking at about 900 MiB of heap for the decoder alone). A listing
+// JSON one decoded whole: 2,128 MiB of heap for the decoder alone, docs/reliability.md). A listing
 // just within the limits decodes.
 func TestDecodeMemoryBounded(t *testing.T) {
 	if testing.Short() {

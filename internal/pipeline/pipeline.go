@@ -750,7 +750,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 		// the family name of the counter above.
 		recordsRejectedNow: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_registry_malformed_records",
-			Help: "Registry records malformed now, the adapter's and the services and instances the core could not serve: rejected, and not yet fixed or removed (the first 1000 are listed in /debug/status).",
+			Help: "Registry records malformed now, the adapter's and the services and instances the core could not serve: rejected, and not yet fixed or removed (the first 1000 are kept with their text, /debug/status lists 100 of them).",
 		}),
 		degradedParts: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_registry_degraded_parts",

@@ -1,6 +1,6 @@
 package e2e
 
-// Bounds in total against the real binaries (issue 27, docs/reliability.md#bounds-in-total):
+// Bounds in total against the real binaries (issue 27, docs/reliability.md#bounds-in-total-the-figures):
 // what a registry sends is bounded by what it lists, not by its bytes, with a bounded log.
 
 import (
@@ -112,7 +112,7 @@ func TestEurekaMillionInstancesBounded(t *testing.T) {
 	grew := logSize(t, g) - logBefore
 	t.Logf("galleon-eureka peak RSS %d MiB before, %d MiB after %d refused listings of %d instances (%d MB); log grew %d bytes",
 		before/1024, peak/1024, fulls.Load(), n, huge.Len()/1e6, grew)
-	const maxMiB = 256 // docs/reliability.md#bounds-in-total
+	const maxMiB = 256 // docs/reliability.md#bounds-in-total-the-figures
 	if peak/1024 > maxMiB {
 		t.Errorf("peak RSS %d MiB, over the bound of %d MiB", peak/1024, maxMiB)
 	}
@@ -215,7 +215,7 @@ func TestZooKeeperLongNamesBounded(t *testing.T) {
 	peak := hwmKiB(t, g.Pid()) / 1024
 	grew := logSize(t, g) - logBefore
 	t.Logf("galleon-zookeeper: %d names of %d KB (%d MB) rejected and removed: peak RSS %d MiB, log grew %d bytes", n, size/1000, n*size/1_000_000, peak, grew)
-	const maxMiB, maxLog = 128, 256 << 10 // docs/reliability.md#bounds-in-total
+	const maxMiB, maxLog = 128, 256 << 10 // docs/reliability.md#bounds-in-total-the-figures
 	if peak > maxMiB {
 		t.Errorf("peak RSS %d MiB, over the bound of %d MiB", peak, maxMiB)
 	}
