@@ -277,12 +277,14 @@ func TestZKChanger(t *testing.T) {
 	}
 }
 
-// TestScrapeSums sums every series of a metric, whatever its labels.
+// TestScrapeSums sums every series of a metric, whatever its labels, but the ZooKeeper
+// adapter's liveness probes, which no change causes.
 func TestScrapeSums(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, `# HELP galleon_zookeeper_requests_total Requests.
 # TYPE galleon_zookeeper_requests_total counter
 galleon_zookeeper_requests_total{op="children"} 12
+galleon_zookeeper_requests_total{op="probe",result="ok"} 100
 galleon_zookeeper_requests_total{op="get",note="a } and \" inside"} 30 1700000000000
 galleon_zookeeper_requests_total{op="exists"} 1.5e1
 process_resident_memory_bytes 2.5e+07
