@@ -16,6 +16,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/internal/syncbuf"
 )
 
 // Answers only a broken Eureka server gives (an empty 200 from a server that had the
@@ -105,32 +106,9 @@ func brokenListing(apps []string, full bool) []byte {
 	return b.Bytes()
 }
 
-// logLines is a logger that keeps its lines, for counting.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
-
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logLines) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// infoLogger logs at INFO into out, for counting lines.
+func infoLogger(out *syncbuf.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // servedNames is the names of the services in st.
@@ -172,13 +150,13 @@ func waitMetric(t *testing.T, what string, m prometheus.Metric, want float64) {
 // the second confirms it, and only then are the services removed.
 func TestEmptyAnswerNeedsEvidence(t *testing.T) {
 	s := startBroken(t, "orders", "cart", "pay")
-	var log logLines
+	var log syncbuf.Buffer
 	r, rec := runAdapter(t, Config{
 		URLs:         []string{s.base()},
 		PollInterval: 100 * time.Millisecond,
 		Timeout:      2 * time.Second,
 		Registerer:   prometheus.NewRegistry(),
-		Logger:       log.logger(),
+		Logger:       infoLogger(&log),
 	})
 	rec.WaitFor(t, 20*time.Second, func(st map[model.ServiceKey]model.Service) bool { return len(st) == 3 })
 	before := rec.Len()
@@ -207,7 +185,7 @@ func TestEmptyAnswerNeedsEvidence(t *testing.T) {
 	if n := value(suspect(suspectConfirmed)); n != 1 {
 		t.Errorf("%v listings confirmed, want 1", n)
 	}
-	if n := log.count("holding it until another answer confirms it"); n != 2 {
+	if n := strings.Count(log.String(), "holding it until another answer confirms it"); n != 2 {
 		t.Errorf("the hold was logged %d times, want once per suspicious episode (2):\n%s", n, log.String())
 	}
 	s.set(func(b *brokenServer) {
@@ -233,13 +211,13 @@ func TestFailoverPrefersListingServerAndFailsBack(t *testing.T) {
 	primary := startBroken(t, apps...)
 	empty := startBroken(t)
 	full := startBroken(t, apps...)
-	var log logLines
+	var log syncbuf.Buffer
 	r, rec := runAdapter(t, Config{
 		URLs:         []string{primary.base(), empty.base(), full.base()},
 		PollInterval: 100 * time.Millisecond,
 		Timeout:      2 * time.Second,
 		Registerer:   prometheus.NewRegistry(),
-		Logger:       log.logger(),
+		Logger:       infoLogger(&log),
 	})
 	rec.WaitFor(t, 20*time.Second, func(st map[model.ServiceKey]model.Service) bool { return len(st) == 3 })
 	before := rec.Len()
@@ -275,7 +253,7 @@ func TestFailoverPrefersListingServerAndFailsBack(t *testing.T) {
 	if got := servedNames(rec.State()); len(got) != 4 {
 		t.Errorf("served %v after the primary restarted empty, want 4 services", got)
 	}
-	if n := log.count("staying on the standby"); n != 1 {
+	if n := strings.Count(log.String(), "staying on the standby"); n != 1 {
 		t.Errorf("a refused failback was logged %d times, want once:\n%s", n, log.String())
 	}
 	if n := value(r.metrics.suspect.WithLabelValues(suspectConfirmed)); n != 0 {
@@ -288,17 +266,17 @@ func TestFailoverPrefersListingServerAndFailsBack(t *testing.T) {
 func TestMismatchLoggedOnce(t *testing.T) {
 	s := startBroken(t, "orders")
 	s.set(func(b *brokenServer) { b.lie = true })
-	var log logLines
+	var log syncbuf.Buffer
 	r, rec := runAdapter(t, Config{
 		URLs:         []string{s.base()},
 		PollInterval: 100 * time.Millisecond,
 		Timeout:      2 * time.Second,
 		Registerer:   prometheus.NewRegistry(),
-		Logger:       log.logger(),
+		Logger:       infoLogger(&log),
 	})
 	rec.WaitFor(t, 20*time.Second, func(st map[model.ServiceKey]model.Service) bool { return len(st) == 1 })
 	waitMetric(t, "hashcode mismatches", r.metrics.mismatches, 5)
-	if n := log.count("a full fetch is scheduled"); n != 1 {
+	if n := strings.Count(log.String(), "a full fetch is scheduled"); n != 1 {
 		t.Errorf("%v mismatches logged in %d lines, want 1:\n%s", value(r.metrics.mismatches), n, log.String())
 	}
 }
@@ -313,9 +291,9 @@ func TestErrorBodyRedacted(t *testing.T) {
 			req.Header.Get("Authorization"), req.URL.Path, strings.Repeat("padding ", 1000))
 	}))
 	defer srv.Close()
-	var log logLines
+	var log syncbuf.Buffer
 	base := strings.Replace(srv.URL, "http://", "http://galleon:s3cret-pw@", 1) + "/eureka"
-	_, rec := runAdapter(t, Config{URLs: []string{base}, PollInterval: 100 * time.Millisecond, Logger: log.logger()})
+	_, rec := runAdapter(t, Config{URLs: []string{base}, PollInterval: 100 * time.Millisecond, Logger: infoLogger(&log)})
 	var reported error
 	rec.WaitForEvents(t, 20*time.Second, func(events []registrytest.Event) bool {
 		for _, e := range events {

@@ -127,15 +127,22 @@ func abuseService(name, addr string) string {
 	return fmt.Sprintf("- name: %s\n  namespace: abuse\n  ports: [{number: 80, protocol: HTTP}]\n  instances:\n  - {id: %s-1, address: %s}\n", name, name, addr)
 }
 
-func rssKiB(t *testing.T, pid int) int {
+// rssKiB is the resident set of process pid now (VmRSS), in KiB.
+func rssKiB(t *testing.T, pid int) int { return procStatusKiB(t, pid, "VmRSS") }
+
+// hwmKiB is the peak resident set of process pid (VmHWM), in KiB.
+func hwmKiB(t *testing.T, pid int) int { return procStatusKiB(t, pid, "VmHWM") }
+
+// procStatusKiB reads one "<field>: N kB" line of /proc/<pid>/status.
+func procStatusKiB(t *testing.T, pid int, field string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b)
+	m := regexp.MustCompile(field + `:\s+(\d+) kB`).FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("no VmRSS in /proc/%d/status", pid)
+		t.Fatalf("no %s in /proc/%d/status", field, pid)
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n

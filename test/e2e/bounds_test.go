@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,21 +22,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 )
-
-// hwmKiB is the peak resident set of process pid (VmHWM), in KiB.
-func hwmKiB(t *testing.T, pid int) int {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no VmHWM in /proc/%d/status", pid)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
-}
 
 // TestEurekaMillionInstancesBounded: issue 27 found 740,000 minimal instances inside the 64 MiB
 // body limit took galleon-eureka to 2,230 MiB, and each refused body cost ~400 MiB again. A
