@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale curve of docs/benchmarks.md: the core's BenchmarkInstanceChange (internal/xds, Delta
+# The scale curve of docs/benchmarks.md: the core's BenchmarkInstanceChange (internal/serve/xds, Delta
 # and SotW) at 1,000, 10,000 and 50,000 services x 10 instances, each with 10 and 100 sinks. Prints
 # a markdown table to stdout, keeps the results as a TSV, and draws docs/benchmarks-scale.png from
 # that TSV with scripts/tools/plot.
@@ -18,7 +18,7 @@
 # Each run is one process of the benchmark binary: GALLEON_BENCH_SERVICES and GALLEON_BENCH_SINKS
 # set, -test.bench 'InstanceChange/<delta|sotw>-<sinks>sinks$', -test.benchtime <ops>x; the same as
 #   GALLEON_BENCH_SERVICES=50000 GALLEON_BENCH_SINKS=100 \
-#       go test -run XXX -bench 'InstanceChange/delta-100sinks$' -benchtime 1000x ./internal/xds/
+#       go test -run XXX -bench 'InstanceChange/delta-100sinks$' -benchtime 1000x ./internal/serve/xds/
 # Ops per run: Delta 1000 (a change is ~1 KB per sink); SotW as many as move about 30 GB in all,
 # from 5 to 300, since every change sends the full state (~0.95 KB per service) to every sink:
 # 300 at 1,000 services and at 10,000 x 10, 30 at 10,000 x 100, 60 at 50,000 x 10 and only 6 at
@@ -120,8 +120,8 @@ table() {
 		}' "$TSV"
 }
 
-step "Building the benchmark binary (internal/xds) and the plotting tool" >&2
-(cd "$REPO_DIR" && go test -c -o "$OUT_DIR/xds.test" ./internal/xds/) || fail "go test -c ./internal/xds/"
+step "Building the benchmark binary (internal/serve/xds) and the plotting tool" >&2
+(cd "$REPO_DIR" && go test -c -o "$OUT_DIR/xds.test" ./internal/serve/xds/) || fail "go test -c ./internal/serve/xds/"
 (cd "$REPO_DIR/scripts/tools/plot" && go build -o "$OUT_DIR/plot" .) || fail "building scripts/tools/plot"
 
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -135,7 +135,7 @@ for services in $SERVICES; do
 			raw=$OUT_DIR/$proto-$services-$sinks.txt
 			step "$services services x $sinks sinks, $proto, ${n} ops (load $(loadavg))" >&2
 			t=$(now)
-			(cd "$REPO_DIR/internal/xds" && GALLEON_BENCH_SERVICES=$services GALLEON_BENCH_SINKS=$sinks \
+			(cd "$REPO_DIR/internal/serve/xds" && GALLEON_BENCH_SERVICES=$services GALLEON_BENCH_SINKS=$sinks \
 				"$OUT_DIR/xds.test" -test.run XXX -test.bench "InstanceChange/$proto-${sinks}sinks\$" \
 				-test.benchtime "${n}x" -test.timeout 20m) >"$raw" 2>&1 ||
 				fail "$services services x $sinks sinks, $proto: the benchmark failed (see $raw)"

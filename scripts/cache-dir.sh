@@ -9,7 +9,7 @@
 #   source "$(dirname "$0")/cache-dir.sh"     # defines galleon_* functions, changes no shell options
 #   scripts/cache-dir.sh [dir|bin|bin NAME VERSION]   # prints the path
 #
-# The Go side is internal/toolcache (the test harnesses and consultest use it); test/setup checks
+# The Go side is internal/testing/toolcache (the test harnesses and consultest use it); test/setup checks
 # that the two give the same path.
 
 galleon_cache_dir() {

@@ -27,8 +27,8 @@ targets=(
 	"./adapters/zookeeper FuzzProviderURL"
 	"./adapters/zookeeper FuzzCuratorInstance"
 	"./adapters/zookeeper FuzzDubbo3Instance"
-	"./internal/xds FuzzRequests"
-	"./internal/mcp FuzzRequest"
+	"./internal/serve/xds FuzzRequests"
+	"./internal/serve/mcp FuzzRequest"
 )
 failed=0
 for t in "${targets[@]}"; do

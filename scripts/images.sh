@@ -131,8 +131,8 @@ build_images() {
 	fi
 	created=${SOURCE_DATE_EPOCH:-$(git -C "$REPO_DIR" log -1 --format=%ct)}
 	source="https://$(sed -n -E 's/^module[[:space:]]+([^[:space:]]+).*/\1/p' "$REPO_DIR/go.mod")"
-	if [[ -n "$(git -C "$REPO_DIR" status --porcelain -- cmd adapters common internal proto go.mod go.sum 2>/dev/null)" ]]; then
-		echo "images.sh: uncommitted changes under cmd/, adapters/, common/, internal/ or proto/ go into the binaries; the revision label says $revision" >&2
+	if [[ -n "$(git -C "$REPO_DIR" status --porcelain -- cmd adapters daemon model registry internal proto go.mod go.sum 2>/dev/null)" ]]; then
+		echo "images.sh: uncommitted changes under cmd/, adapters/, daemon/, model/, registry/, internal/ or proto/ go into the binaries; the revision label says $revision" >&2
 	fi
 	tool=$(tool_bin)
 	mapfile -t names < <(adapters)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Defaults of Config. Each is explained where it is used.
@@ -212,7 +212,7 @@ func (cfg Config) Validate() error {
 	if _, err := parseHostTemplate(cfg.HostTemplate); err != nil {
 		add("--host-template: %v", err)
 	}
-	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
+	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
 		add("--namespace %q: want a DNS-1123 label (lower case letters, digits and '-')", cfg.Namespace)
 	}
 	if cfg.AddressSource != AddressService && !contains(taggedAddresses(), cfg.AddressSource) {
@@ -249,7 +249,7 @@ func (cfg Config) Validate() error {
 		}
 	}
 	for _, e := range cfg.ExportTo {
-		if e != "." && e != "*" && convert.SanitizeDNSLabel(e) != e {
+		if e != "." && e != "*" && model.DNSLabel(e) != e {
 			add("--export-to %q: want \".\", \"*\" or a namespace name", e)
 		}
 	}
@@ -291,7 +291,7 @@ func parseHostTemplate(text string) (*template.Template, error) {
 	if err := t.Execute(&b, hostData{Service: "web", Datacenter: "dc1", Namespace: "default", Partition: "default"}); err != nil {
 		return nil, err
 	}
-	if convert.SanitizeHost(b.String()) == "" {
+	if model.HostName(b.String()) == "" {
 		return nil, fmt.Errorf("%q renders %q for service web, which is not a host name", text, b.String())
 	}
 	return t, nil

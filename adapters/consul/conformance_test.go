@@ -13,10 +13,10 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/consul"
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/registrytest"
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // testConfig is the adapter's configuration in tests: the defaults, with

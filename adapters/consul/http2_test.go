@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 )
 
 // TestPerServiceBlockingQueriesOverHTTP2 checks the premise of a lead for

@@ -22,10 +22,10 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/consul"
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
 	"github.com/galleon-mesh/galleon/internal/convert"
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 const waitFor = 20 * time.Second

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // watch is the state of one Run. Everything but the channels, ctx and wg

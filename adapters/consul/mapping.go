@@ -12,8 +12,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Meta keys and tags the mapping reads (documented in
@@ -120,12 +119,12 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 			return nil, nil
 		}
 	}
-	svcName := convert.SanitizeDNSLabel(name)
+	svcName := model.DNSLabel(name)
 	if svcName == "" {
 		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "service name %q has nothing left after sanitising to a DNS-1123 label", name)}}
 	}
 	if m.hostPerDC {
-		svcName = convert.SanitizeDNSLabel(svcName + "-" + dc)
+		svcName = model.DNSLabel(svcName + "-" + dc)
 	}
 	consulNS, partition := m.cfg.ConsulNamespace, m.cfg.Partition
 	if s := entries[0].Service; s != nil {
@@ -142,7 +141,7 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 		// the record it renders.
 		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonOther, "--host-template: %w", err)}}
 	}
-	host := convert.SanitizeHost(b.String())
+	host := model.HostName(b.String())
 	if host == "" {
 		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "--host-template renders %q, which is not a host name", b.String())}}
 	}
@@ -196,7 +195,7 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 	for _, inst := range p.instances {
 		meta := byID[inst.ID].Service.Meta
 		if v := meta[m.cfg.NamespaceMetaKey]; m.cfg.NamespaceMetaKey != "" && v != "" && !nsFound {
-			if ns := convert.SanitizeDNSLabel(v); ns != "" {
+			if ns := model.DNSLabel(v); ns != "" {
 				namespace, nsFound = ns, true
 			}
 		}
@@ -361,7 +360,7 @@ func instanceLabels(tags []string, meta map[string]string) map[string]string {
 	for k, v := range meta {
 		raw[k] = v
 	}
-	return convert.SanitizeLabels(raw)
+	return model.Labels(raw)
 }
 
 func splitTag(t string) (string, string) {

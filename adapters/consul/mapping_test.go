@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // entry builds one /v1/health/service entry; opts edit it.

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // partRef names one datacenter's part of a service.

@@ -5,9 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	rejections "github.com/galleon-mesh/galleon/internal/rejection"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // rejectReason is the reason label of galleon_consul_records_rejected_total:
@@ -23,12 +22,12 @@ const (
 )
 
 // malformed returns err marked with the reason it rejects a record for
-// (rejection.Error, shared by the adapters and read by the core's
+// (registry.Reason, read by the core's
 // galleon_registry_records_rejected_total{reason}). The mapping says the
 // reason where it finds the fault, so that the label does not depend on the
 // wording of the message, nor on the names it quotes.
 func malformed(reason rejectReason, err error) error {
-	return rejections.With(string(reason), err)
+	return registry.Reason(string(reason), err)
 }
 
 // malformedf is malformed(reason, fmt.Errorf(format, args...)).
@@ -38,7 +37,7 @@ func malformedf(reason rejectReason, format string, args ...any) error {
 
 // reasonOf returns the reason a rejection's error carries, other if none.
 func reasonOf(err error) rejectReason {
-	return rejectReason(rejections.Of(err, string(reasonOther)))
+	return rejectReason(registry.ReasonOf(err, string(reasonOther)))
 }
 
 // errNameTaken rejects a Consul service whose name sanitises to the key of

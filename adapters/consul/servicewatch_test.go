@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // TestServiceWatches follows every kind of change to an instance with every

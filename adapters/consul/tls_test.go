@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestMutualTLS reads a real agent through a TLS front that requires a

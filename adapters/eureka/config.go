@@ -11,8 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/internal/convert"
-	"github.com/galleon-mesh/galleon/internal/tlsfiles"
+	"github.com/galleon-mesh/galleon/registry/tlsfiles"
+
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Defaults of Config.
@@ -224,8 +225,8 @@ func (cfg *Config) validate() (*template.Template, []server, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
-		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, convert.SanitizeDNSLabel(cfg.Namespace))
+	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
+		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, model.DNSLabel(cfg.Namespace))
 	}
 	if cfg.HostTemplate == "" {
 		cfg.HostTemplate = DefaultHostTemplate

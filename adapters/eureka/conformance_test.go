@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 func testLogger() *slog.Logger {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // Answers only a broken Eureka server gives (an empty 200 from a server that had the

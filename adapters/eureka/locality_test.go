@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // TestLocalityRealServer, against a real Eureka API server (Polaris): instances registered the

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // The mapping from one Eureka application to one model.Service, rule by rule as
@@ -18,7 +17,7 @@ import (
 // configuration and (with --max-lease-age) the time.
 
 // serviceName is the name of an application's ServiceEntry: its name as a DNS-1123 label.
-func serviceName(app string) string { return convert.SanitizeDNSLabel(strings.ToLower(app)) }
+func serviceName(app string) string { return model.DNSLabel(strings.ToLower(app)) }
 
 // effectiveStatus is the status an instance is served by. A server applies overrides before it
 // serves an instance, so status is normally already right; overriddenstatus is read too
@@ -256,7 +255,7 @@ func (r *Registry) hostOf(app *Application, first *Instance, name string) string
 		Name: strings.ToLower(app.Name), App: app.Name, Namespace: r.cfg.Namespace,
 		VIPAddress: first.VIPAddress, SecureVIPAddress: first.SecureVIPAddress, Metadata: first.Metadata,
 	})
-	if h := convert.SanitizeHost(b.String()); err == nil && h != "" {
+	if h := model.HostName(b.String()); err == nil && h != "" {
 		return h
 	}
 	return name + ".eureka"

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 func newTestRegistry(t *testing.T, cfg Config) *Registry {

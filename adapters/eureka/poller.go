@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // The fetch protocol of Netflix's DiscoveryClient, with its known failure modes closed:

@@ -1,6 +1,6 @@
 package eureka
 
-import "github.com/galleon-mesh/galleon/internal/rejection"
+import "github.com/galleon-mesh/galleon/registry"
 
 // Reasons an instance is skipped (Skipped.Reason; the adapter's metric label, like the ZooKeeper
 // adapter's galleon_zookeeper_records_rejected_total).
@@ -24,11 +24,11 @@ const (
 	reasonOther = "other"
 )
 
-// bad gives err the reason it is counted under (rejection.Error, shared by the adapters).
-func bad(reason string, err error) error { return rejection.With(reason, err) }
+// bad gives err the reason it is counted under (registry.Reason).
+func bad(reason string, err error) error { return registry.Reason(reason, err) }
 
 // reasonOf is the reason err was given, or other.
-func reasonOf(err error) string { return rejection.Of(err, reasonOther) }
+func reasonOf(err error) string { return registry.ReasonOf(err, reasonOther) }
 
 // Reasons found by the mapping rather than the decoder.
 const (

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"text/template"
 
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // Registry watches the applications of a Eureka cluster. It holds configuration only: the

@@ -19,9 +19,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // These tests run the adapter against real Eureka API servers (Polaris, eurekatest); the

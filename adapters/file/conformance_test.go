@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestConformance runs the adapter SDK's conformance kit against the file

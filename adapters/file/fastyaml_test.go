@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/galleon-mesh/galleon/internal/loadtest"
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // yamlV3Documents is what parseFile's yaml.v3 path reads: every document of the stream.

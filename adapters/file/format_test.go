@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 func TestParseFileDefaults(t *testing.T) {

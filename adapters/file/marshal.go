@@ -3,7 +3,7 @@ package file
 import (
 	"go.yaml.in/yaml/v3"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Marshal renders services in the file registry's format: a file the

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 func TestMarshalRoundTrips(t *testing.T) {

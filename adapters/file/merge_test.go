@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // fullMerge is the merge every scan did before it was incremental: every file, in name order,

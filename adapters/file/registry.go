@@ -101,8 +101,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/fsnotify/fsnotify"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 const (

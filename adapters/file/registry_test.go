@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // recordingSink records every report and keeps the state a core would
@@ -260,7 +260,7 @@ func TestInitialReplace(t *testing.T) {
 		t.Fatalf("first event = %q, want replace 3; events %v", events[0], events)
 	}
 	three := state[model.ServiceKey{Namespace: "default", Name: "three"}]
-	if three.Registry != "" || len(three.Hosts) != 1 || three.Hosts[0] != "three.default.internal" {
+	if len(three.Hosts) != 1 || three.Hosts[0] != "three.default.internal" {
 		t.Errorf("defaults not applied: %+v", three)
 	}
 	if one := state[key("one")]; len(one.Instances) != 1 || one.Instances[0].ID != "10.0.0.1" {

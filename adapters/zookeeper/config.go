@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Defaults of Config.
@@ -206,8 +206,8 @@ func (cfg *Config) validate() (*template.Template, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if convert.SanitizeDNSLabel(cfg.Namespace) != cfg.Namespace {
-		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, convert.SanitizeDNSLabel(cfg.Namespace))
+	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
+		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, model.DNSLabel(cfg.Namespace))
 	}
 	if cfg.HostTemplate == "" {
 		cfg.HostTemplate = DefaultHostTemplate
@@ -308,7 +308,7 @@ func parseHostTemplate(text string) (*template.Template, error) {
 	if err := t.Execute(&b, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}); err != nil {
 		return nil, err
 	}
-	if convert.SanitizeHost(b.String()) == "" {
+	if model.HostName(b.String()) == "" {
 		return nil, fmt.Errorf("%q renders %q, which is not a host name", text, b.String())
 	}
 	return t, nil

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestConformance runs the SDK's conformance kit against a real ZooKeeper server. The driver

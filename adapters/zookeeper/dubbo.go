@@ -14,8 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // dubbo is the Dubbo 2 interface-level layout: <root>/<interface>/providers/<provider URL>, the
@@ -216,18 +215,18 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 // a-b.c), which is why the hash is there; Dubbo's own "providers:iface:version:group" is not a
 // DNS name at all.
 func dubboName(iface, group, version string) string {
-	if iface != "" && group == "" && version == "" && convert.SanitizeDNSLabel(iface) == iface && !strings.Contains(iface, "--") {
+	if iface != "" && group == "" && version == "" && model.DNSLabel(iface) == iface && !strings.Contains(iface, "--") {
 		return iface
 	}
 	sum := sha256.Sum256([]byte(iface + "\x00" + group + "\x00" + version))
 	suffix := "--" + hex.EncodeToString(sum[:])[:10]
 	tail := ""
 	for _, s := range []string{group, version} {
-		if l := collapse(convert.SanitizeDNSLabel(strings.ToLower(s))); l != "" {
+		if l := collapse(model.DNSLabel(strings.ToLower(s))); l != "" {
 			tail += "-" + l
 		}
 	}
-	head := collapse(convert.SanitizeDNSLabel(strings.ToLower(iface)))
+	head := collapse(model.DNSLabel(strings.ToLower(iface)))
 	budget := 63 - len(suffix)
 	if len(tail) > budget/2 {
 		tail = strings.TrimRight(tail[:budget/2], "-")

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // dubbo3 is Dubbo 3's application-level (service discovery) layout. ZookeeperServiceDiscovery
@@ -209,7 +209,7 @@ func (d dubbo3) port(n uint32, names []string) model.Port {
 // dubbo3Labels are the endpoint labels of an instance's metadata: Dubbo's bookkeeping left out,
 // the revision as dubbo-revision, values over 63 characters left out, then at most 32 labels,
 // the revision first and the others in key order. Keys and values are otherwise as registered:
-// the core repairs them to Kubernetes label syntax (convert.SanitizeLabels).
+// the core repairs them to Kubernetes label syntax (model.Labels).
 func dubbo3Labels(meta map[string]string) map[string]string {
 	out := map[string]string{}
 	if v, ok := meta[dubbo3Revision]; ok && utf8.RuneCountInString(v) <= maxDubbo3LabelValue {

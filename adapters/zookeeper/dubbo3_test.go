@@ -13,8 +13,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // demoRevision is a dubbo.metadata.revision as Dubbo writes it (MetadataInfo.calAndGetRevision:

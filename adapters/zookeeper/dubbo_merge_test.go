@@ -10,8 +10,8 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // The provider URLs a dubbo-go 3.3.0 provider registers for one interface it exports over

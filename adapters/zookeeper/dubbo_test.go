@@ -11,9 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 const demoURL = "dubbo://10.0.0.1:20880/org.apache.demo.DemoService?anyhost=true&application=demo-provider&group=g1&version=1.0.0&weight=100&side=provider&methods=sayHello"
@@ -117,7 +116,7 @@ func TestDubboName(t *testing.T) {
 	seen := map[string][3]string{}
 	for _, tr := range triples {
 		n := dubboName(tr[0], tr[1], tr[2])
-		if convert.SanitizeDNSLabel(n) != n || n == "" {
+		if model.DNSLabel(n) != n || n == "" {
 			t.Errorf("%q: name %q is not a DNS-1123 label", tr, n)
 		}
 		if prev, dup := seen[n]; dup {
@@ -339,11 +338,11 @@ func TestDubboVariantsAndLastProvider(t *testing.T) {
 	hosts := map[string]bool{}
 	for _, svc := range rec.State() {
 		h := svc.Hosts[0]
-		if convert.SanitizeHost(h) != h || hosts[h] {
+		if model.HostName(h) != h || hosts[h] {
 			t.Errorf("host %q is not a valid, distinct host", h)
 		}
 		hosts[h] = true
-		if convert.SanitizeDNSLabel(svc.Name) != svc.Name {
+		if model.DNSLabel(svc.Name) != svc.Name {
 			t.Errorf("name %q is not a DNS label", svc.Name)
 		}
 		if len(svc.Ports) != 1 || svc.Ports[0] != (model.Port{Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"}) {

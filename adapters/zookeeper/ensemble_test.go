@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestEnsembleMemberKilled runs the adapter against a real three-member ensemble and kills the

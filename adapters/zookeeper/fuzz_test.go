@@ -9,8 +9,8 @@ import (
 	"text/template"
 	"unicode/utf8"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // The decoders of what anyone who can write to ZooKeeper controls: a Dubbo provider URL and an

@@ -14,8 +14,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // waitTimeout bounds every wait for a report; generous for -race on two loaded cores.

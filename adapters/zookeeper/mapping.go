@@ -9,7 +9,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // layout is one way of keeping services in ZooKeeper: where a service's instance nodes are and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestProviderPortsAgainstZooKeeper, against a real ZooKeeper, Dubbo 2 layout (needs the build

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Reasons of the rejections of this file's checks and of the layouts' (beside metrics.go's).

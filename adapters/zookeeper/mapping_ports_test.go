@@ -10,8 +10,8 @@ import (
 	"testing"
 	"text/template"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // servable fails t when the core would refuse svc as a whole (convert.ConvertService's *Error:

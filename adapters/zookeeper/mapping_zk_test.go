@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // rejectedWith waits for a rejection of record whose text holds want, after event mark.

@@ -6,7 +6,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/internal/rejection"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // metrics are the adapter's own; the core's (unreachable, records rejected, services served)
@@ -97,8 +97,8 @@ const (
 	reasonOther     = "other"
 )
 
-// bad gives err the reason it is counted under (rejection.Error, shared by the adapters).
-func bad(reason string, err error) error { return rejection.With(reason, err) }
+// bad gives err the reason it is counted under (registry.Reason).
+func bad(reason string, err error) error { return registry.Reason(reason, err) }
 
 // reasonOf is the reason err was given, or other.
-func reasonOf(err error) string { return rejection.Of(err, reasonOther) }
+func reasonOf(err error) string { return registry.ReasonOf(err, reasonOther) }

@@ -12,8 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // addressOf is the address in a Curator instance node.

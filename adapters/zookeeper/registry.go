@@ -48,8 +48,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // errClosing is what the dialer answers once Run is ending.
@@ -229,7 +229,7 @@ type service struct {
 // same labels (a Dubbo interface's providers: application, version, dubbo, release), and a map
 // per instance was the adapter's largest cost at 100,000 instances. The maps are never modified
 // once stored, so instances, and the services handed to the Sink, share them: the Sink treats
-// what it is given as read-only (common/registry.Sink).
+// what it is given as read-only (registry.Sink).
 type labelSets struct {
 	sets map[string]map[string]string
 }

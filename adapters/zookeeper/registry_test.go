@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 func goodNode(name, id, addr string) []byte { return curatorJSON(name, id, addr, 8080, 0, nil) }

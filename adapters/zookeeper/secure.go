@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/tlsfiles"
+	"github.com/galleon-mesh/galleon/registry/tlsfiles"
 )
 
 // Credentials and TLS to ZooKeeper. Both are read from files when they are used, so that a

@@ -17,8 +17,8 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // waitUnreachable waits until the last Unreachable report's error contains substr.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/daemon"
 )
 
 // TestBadFlagsFailAtStart checks that a bad value stops the binary with

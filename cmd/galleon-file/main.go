@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 func main() {

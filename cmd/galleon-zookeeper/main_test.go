@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/galleon-mesh/galleon/common/daemon"
+	"github.com/galleon-mesh/galleon/daemon"
 )
 
 // TestFlagsDoNotClash checks that no flag of the adapter is one the daemon defines.

@@ -26,7 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Kind is the kind of an Istio resource Convert produces.
@@ -91,6 +91,10 @@ const (
 // panic threshold.
 type Options struct {
 	Mode Mode
+	// Registry names the registry the service comes from ("consul", "file"), recorded on the
+	// resources (AnnotationRegistry) so that operators can tell sources apart; the daemon
+	// sets it, not the adapter.
+	Registry string
 	// PanicThresholdPercent: when >0 and fewer than this percent of a
 	// service's instances are Healthy, serve every instance except
 	// Draining ones (Nacos/Envoy "panic" mode): when most instances look
@@ -211,7 +215,7 @@ func ConvertService(svc model.Service, opts Options) (Converted, error) {
 	c := converter{svc: &svc, opts: opts}
 	out := c.convert()
 	if len(c.errs) > 0 {
-		return Converted{}, &Error{Registry: svc.Registry, Service: svc.Key(), Reasons: c.errs}
+		return Converted{}, &Error{Registry: opts.Registry, Service: svc.Key(), Reasons: c.errs}
 	}
 	return Converted{Resources: out, Dropped: c.dropped, Rescaled: c.rescaled}, nil
 }
@@ -249,11 +253,11 @@ func (c *converter) convert() []Resource {
 		c.errs.addf("options: unknown mode %d", int(c.opts.Mode))
 		return nil
 	}
-	c.namespace = SanitizeDNSLabel(svc.Namespace)
+	c.namespace = model.DNSLabel(svc.Namespace)
 	if c.namespace == "" {
 		c.errs.addf("namespace %q has nothing left after sanitising to a DNS-1123 label", svc.Namespace)
 	}
-	c.name = SanitizeDNSLabel(svc.Name)
+	c.name = model.DNSLabel(svc.Name)
 	if c.name == "" {
 		c.errs.addf("name %q has nothing left after sanitising to a DNS-1123 label", svc.Name)
 	}
@@ -303,20 +307,20 @@ func (c *converter) convert() []Resource {
 	}
 
 	annotations := maps.Clone(svc.Annotations)
-	if svc.Registry != "" {
+	if c.opts.Registry != "" {
 		if annotations == nil {
 			annotations = make(map[string]string, 1)
 		}
-		annotations[AnnotationRegistry] = svc.Registry
+		annotations[AnnotationRegistry] = c.opts.Registry
 	}
-	labels := SanitizeLabels(svc.Labels)
+	labels := model.Labels(svc.Labels)
 	if c.opts.Mode == ModeServiceEntry && resolution == networking.ServiceEntry_STATIC && len(se.Endpoints) == 0 && !c.opts.OmitNoEndpointsLabel {
 		// istiod (1.29 and before) applies an update of a STATIC ServiceEntry's endpoints
 		// alone as an EDS update of the hosts the new endpoints belong to: when none is left,
 		// none is updated and proxies keep the last endpoint for good. A label change is a
 		// service change, which makes istiod rebuild the service's endpoints (to none) in a
 		// full push. See docs/architecture.md, "The last endpoint".
-		labels = maps.Clone(labels) // SanitizeLabels may return svc.Labels itself
+		labels = maps.Clone(labels) // model.Labels may return svc.Labels itself
 		if labels == nil {
 			labels = make(map[string]string, 1)
 		}
@@ -396,11 +400,11 @@ func convertPorts(in []model.Port) []port {
 		if protocol == "" {
 			protocol = string(model.ProtocolTCP)
 		}
-		name := SanitizeDNSLabel(p.Name)
+		name := model.DNSLabel(p.Name)
 		if name == "" {
 			// Sanitised because some protocols (HTTP_PROXY) are not
 			// valid in a port name as they are.
-			name = SanitizeDNSLabel(protocol + "-" + strconv.FormatUint(uint64(p.Number), 10))
+			name = model.DNSLabel(protocol + "-" + strconv.FormatUint(uint64(p.Number), 10))
 		}
 		out = append(out, port{number: p.Number, name: name, protocol: protocol})
 	}
@@ -423,7 +427,7 @@ func convertPorts(in []model.Port) []port {
 func (c *converter) convertHosts(in []string) []string {
 	out := make([]string, 0, len(in))
 	for _, h := range in {
-		if s := SanitizeHost(h); s != "" {
+		if s := model.HostName(h); s != "" {
 			out = append(out, s)
 		}
 	}
@@ -519,7 +523,7 @@ func (c *converter) workloads(instances []*model.Instance, resolution networking
 func (c *converter) workload(inst *model.Instance) *networking.WorkloadEntry {
 	we := &networking.WorkloadEntry{
 		Address:        inst.Address,
-		Labels:         SanitizeLabels(inst.Labels),
+		Labels:         model.Labels(inst.Labels),
 		Network:        inst.Network,
 		Locality:       inst.Locality,
 		Weight:         inst.Weight,
@@ -543,8 +547,8 @@ func (c *converter) workload(inst *model.Instance) *networking.WorkloadEntry {
 func (c *converter) workloadEntries(workloads []served) []Resource {
 	names := workloadNames(c.name, workloads)
 	var annotations map[string]string
-	if c.svc.Registry != "" {
-		annotations = map[string]string{AnnotationRegistry: c.svc.Registry}
+	if c.opts.Registry != "" {
+		annotations = map[string]string{AnnotationRegistry: c.opts.Registry}
 	}
 
 	out := make([]Resource, 0, len(workloads))
@@ -612,17 +616,18 @@ func workloadNames(service string, workloads []served) []string {
 // long, the name ends in a hash of the raw ID, keeping as much of the
 // sanitised ID as fits so that the name stays readable.
 func workloadName(service, id string, withHash bool) string {
-	sid := sanitizeSubdomain(id)
-	if !withHash && sid != "" && len(service)+1+len(sid) <= maxDNSSubdomain {
+	sid := model.Subdomain(id)
+	if !withHash && sid != "" && len(service)+1+len(sid) <= model.MaxDNSSubdomain {
 		return service + "-" + sid
 	}
-	if room := maxDNSSubdomain - len(service) - 1 - hashLen - 1; len(sid) > room {
-		sid = trimNonAlnum(sid[:room])
+	hash := model.ShortHash(id)
+	if room := model.MaxDNSSubdomain - len(service) - 1 - len(hash) - 1; len(sid) > room {
+		sid = strings.TrimFunc(sid[:room], func(r rune) bool { return !isAlnum(r) })
 	}
 	if sid == "" {
-		return service + "-" + shortHash(id)
+		return service + "-" + hash
 	}
-	return service + "-" + sid + "-" + shortHash(id)
+	return service + "-" + sid + "-" + hash
 }
 
 // marshal is deterministic proto marshalling, the form resources are

@@ -12,14 +12,13 @@ import (
 
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // goodService is a valid service that the error cases below break one
 // field at a time.
 func goodService() model.Service {
 	return model.Service{
-		Registry:  "consul",
 		Namespace: "shop",
 		Name:      "payments",
 		Hosts:     []string{"payments.service.consul"},
@@ -129,6 +128,7 @@ func TestConvertErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := goodService()
 			tc.mutate(&svc)
+			tc.opts.Registry = "consul"
 			rs, err := Convert(svc, tc.opts)
 			if err == nil {
 				t.Fatalf("Convert succeeded, want an error containing %q", tc.want)
@@ -162,7 +162,6 @@ func TestConvertErrors(t *testing.T) {
 func TestDeterminism(t *testing.T) {
 	build := func(reverse bool) model.Service {
 		svc := model.Service{
-			Registry:  "consul",
 			Namespace: "shop",
 			Name:      "Orders",
 			Hosts:     []string{"orders.service.consul", "Orders.shop.global", "orders.service.consul"},
@@ -255,7 +254,7 @@ func TestDeterminism(t *testing.T) {
 
 // TestConvertLeavesInputAlone checks that Convert never writes to the service it converts:
 // the model is the Sink's and stays served (the pipeline compares the next report with it).
-// Resources may share its maps (SanitizeLabels returns labels that need no repair as they
+// Resources may share its maps (model.Labels returns labels that need no repair as they
 // are), so a label Convert adds must go to a copy: a service without endpoints gets one.
 func TestConvertLeavesInputAlone(t *testing.T) {
 	for _, mode := range []Mode{ModeServiceEntry, ModeWorkloadEntry} {
@@ -345,7 +344,7 @@ func TestWorkloadNames(t *testing.T) {
 	if got[2] == got[3] || !strings.HasPrefix(got[2], "svc-c-d-") || !strings.HasPrefix(got[3], "svc-c-d-") {
 		t.Errorf("colliding IDs must get distinct hashed names: %q %q", got[2], got[3])
 	}
-	if got[4] == got[5] || len(got[4]) != len("svc-")+hashLen {
+	if got[4] == got[5] || len(got[4]) != len("svc-")+len(model.ShortHash("")) {
 		t.Errorf("IDs that sanitise to nothing: %q %q", got[4], got[5])
 	}
 	// Order does not matter.
@@ -354,7 +353,7 @@ func TestWorkloadNames(t *testing.T) {
 		t.Errorf("names depend on order: %v vs %v", again, got[2:4])
 	}
 	for _, n := range append(got, names(strings.Repeat("x.", 200))...) {
-		if !isDNS1123Subdomain(n) {
+		if !model.IsDNSSubdomain(n) {
 			t.Errorf("%q is not a DNS-1123 subdomain", n)
 		}
 	}
@@ -364,7 +363,7 @@ func TestWorkloadNames(t *testing.T) {
 // labels per instance.
 func BenchmarkConvert(b *testing.B) {
 	svc := model.Service{
-		Registry: "consul", Namespace: "shop", Name: "payments",
+		Namespace: "shop", Name: "payments",
 		Hosts: []string{"payments.service.consul"},
 		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}, {Number: 9090, Protocol: model.ProtocolGRPC}},
 	}

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"sigs.k8s.io/yaml"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current output")
@@ -77,7 +77,6 @@ func (c *caseFile) options() (Options, error) {
 
 func (s *serviceYAML) model() (model.Service, error) {
 	out := model.Service{
-		Registry:    s.Registry,
 		Namespace:   s.Namespace,
 		Name:        s.Name,
 		Hosts:       s.Hosts,
@@ -141,6 +140,7 @@ func loadCase(t *testing.T, path string) (model.Service, Options) {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	opts.Registry = c.Service.Registry
 	return svc, opts
 }
 

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	networking "istio.io/api/networking/v1alpha3"
+
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Validation re-implements the rules istiod applies to ServiceEntry and
@@ -236,7 +238,7 @@ func validatePorts(errs *errorList, se *networking.ServiceEntry) map[string]bool
 			errs.addf("ports[%d]: number %d is used twice", i, p.Number)
 		}
 		numbers[p.Number] = true
-		if !isDNS1123Label(p.Name) {
+		if !model.IsDNSLabel(p.Name) {
 			errs.addf("ports[%d]: name %q is not a valid port name (a DNS-1123 label: [a-zA-Z0-9-], at most 63, alphanumeric at both ends)", i, p.Name)
 		}
 		if p.Protocol != "" && parseProtocol(p.Protocol) == "" {
@@ -393,7 +395,7 @@ func validateWorkload(we *networking.WorkloadEntry, servicePorts map[string]bool
 		if servicePorts != nil && !servicePorts[name] {
 			errs.addf("port %q is not a port of the service entry", name)
 		}
-		if !isDNS1123Label(name) {
+		if !model.IsDNSLabel(name) {
 			errs.addf("port %q: the name is not a valid port name (a DNS-1123 label)", name)
 		}
 		if !validPort(port) {
@@ -523,10 +525,10 @@ func validateLabels(labels map[string]string) []error {
 		if err := validateLabelKey(k); err != nil {
 			errs.addf("label %q: %v", k, err)
 		}
-		if v != "" && !isQualifiedName(v) {
+		if v != "" && !model.IsQualifiedName(v) {
 			errs.addf("label %q: value %q is not valid ([A-Za-z0-9._-], alphanumeric at both ends)", k, v)
-		} else if len(v) > maxLabelValue {
-			errs.addf("label %q: value %q is longer than %d bytes", k, v, maxLabelValue)
+		} else if len(v) > model.MaxLabelValue {
+			errs.addf("label %q: value %q is longer than %d bytes", k, v, model.MaxLabelValue)
 		}
 	}
 	return errs
@@ -551,7 +553,7 @@ func validateExportTo(namespace string, exportTo []string) []error {
 			}
 			continue
 		}
-		if e != "." && e != "*" && e != "~" && !isDNS1123Label(e) {
+		if e != "." && e != "*" && e != "~" && !model.IsDNSLabel(e) {
 			errs.addf("exportTo[%d]: %q is not \".\", \"*\", \"~\" or a namespace name (DNS-1123 label)", i, e)
 			continue
 		}
@@ -572,10 +574,10 @@ func validateExportTo(namespace string, exportTo []string) []error {
 // istiod keys its store by and which a CRD would need.
 func validateResourceMeta(r *Resource) []error {
 	var errs errorList
-	if !isDNS1123Label(r.Namespace) || strings.ToLower(r.Namespace) != r.Namespace {
+	if !model.IsDNSLabel(r.Namespace) || strings.ToLower(r.Namespace) != r.Namespace {
 		errs.addf("namespace %q is not a DNS-1123 label (lower case [a-z0-9-], at most 63)", r.Namespace)
 	}
-	if !isDNS1123Subdomain(r.Name) {
+	if !model.IsDNSSubdomain(r.Name) {
 		errs.addf("name %q is not a DNS-1123 subdomain (lower case [a-z0-9.-], at most 253)", r.Name)
 	}
 	errs.addAll("metadata", validateLabels(r.Labels))
@@ -629,69 +631,21 @@ func isIP(s string) bool {
 	return err == nil
 }
 
-// isDNS1123Label matches istiod's [a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?
-// with at most 63 bytes. Note that istiod accepts upper case here.
-func isDNS1123Label(s string) bool {
-	if len(s) == 0 || len(s) > maxDNSLabel || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 1; i < len(s)-1; i++ {
-		if !isAlnum(s[i]) && s[i] != '-' {
-			return false
-		}
-	}
-	return true
-}
-
 // isWildcardDNS1123Label matches istiod's first-label rule for hosts: "*",
 // or a label optionally prefixed with "*" or "*-".
 func isWildcardDNS1123Label(s string) bool {
-	if len(s) > maxDNSLabel {
+	if len(s) > model.MaxDNSLabel {
 		return false
 	}
 	switch {
 	case s == "*":
 		return true
-	case strings.HasPrefix(s, "*-") && isDNS1123Label(s[2:]):
+	case strings.HasPrefix(s, "*-") && model.IsDNSLabel(s[2:]):
 		return true
 	case strings.HasPrefix(s, "*"):
-		return isDNS1123Label(s[1:])
+		return model.IsDNSLabel(s[1:])
 	}
-	return isDNS1123Label(s)
-}
-
-// isDNS1123Subdomain is Kubernetes' object name rule: lower-case labels
-// joined by '.', at most 253 bytes in all. Unlike DNS, Kubernetes puts no
-// limit on the length of each label here.
-func isDNS1123Subdomain(s string) bool {
-	if len(s) == 0 || len(s) > maxDNSSubdomain {
-		return false
-	}
-	for l := range strings.SplitSeq(s, ".") {
-		if len(l) == 0 || !isLowerAlnum(l[0]) || !isLowerAlnum(l[len(l)-1]) {
-			return false
-		}
-		for i := 1; i < len(l)-1; i++ {
-			if !isLowerAlnum(l[i]) && l[i] != '-' {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// isQualifiedName matches Kubernetes' (?:[A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]
-// without a length limit (callers apply theirs).
-func isQualifiedName(s string) bool {
-	if len(s) == 0 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 1; i < len(s)-1; i++ {
-		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return false
-		}
-	}
-	return true
+	return model.IsDNSLabel(s)
 }
 
 // validateLabelKey checks an optional DNS prefix (at most 253 bytes) and
@@ -702,20 +656,20 @@ func validateLabelKey(k string) error {
 		name = k
 	}
 	if hasPrefix {
-		if len(prefix) > maxDNSSubdomain {
-			return fmt.Errorf("key prefix is longer than %d bytes", maxDNSSubdomain)
+		if len(prefix) > model.MaxDNSSubdomain {
+			return fmt.Errorf("key prefix is longer than %d bytes", model.MaxDNSSubdomain)
 		}
 		for _, l := range strings.Split(prefix, ".") {
-			if !isDNS1123Label(l) {
+			if !model.IsDNSLabel(l) {
 				return errors.New("key prefix is not a DNS subdomain")
 			}
 		}
 	}
-	if !isQualifiedName(name) {
+	if !model.IsQualifiedName(name) {
 		return errors.New("key name is not valid ([A-Za-z0-9._-], alphanumeric at both ends, optionally after a DNS prefix and \"/\")")
 	}
-	if len(name) > maxDNSLabel {
-		return fmt.Errorf("key name is longer than %d bytes", maxDNSLabel)
+	if len(name) > model.MaxDNSLabel {
+		return fmt.Errorf("key name is longer than %d bytes", model.MaxDNSLabel)
 	}
 	return nil
 }
@@ -735,7 +689,7 @@ func validateDNS1123Labels(domain, labels string) error {
 		if i == len(parts)-1 && l == "" {
 			return nil
 		}
-		if !isDNS1123Label(l) {
+		if !model.IsDNSLabel(l) {
 			return fmt.Errorf("%q is not a valid host name: label %q is not a DNS-1123 label", domain, l)
 		}
 	}
@@ -840,4 +794,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// isAlnum says whether r is an ASCII letter or digit.
+func isAlnum(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }

@@ -1,6 +1,6 @@
 package loadtest
 
-// Shared by the Go benchmarks of the core (internal/xds, internal/mcp): the data
+// Shared by the Go benchmarks of the core (internal/serve/xds, internal/serve/mcp): the data
 // set Galleon is held to and the environment serving it. Results and how to
 // read them: docs/benchmarks.md.
 
@@ -16,9 +16,9 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // The benchmark scale: services x instances, and connected sinks. The
@@ -91,7 +91,7 @@ func benchEnvInt(name string, def, most int) (int, error) {
 // one ServiceEntry.
 func BenchService(i int, variant int) model.Service {
 	s := model.Service{
-		Registry: "bench", Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
+		Namespace: "bench", Name: fmt.Sprintf("svc-%05d", i),
 		Hosts:  []string{fmt.Sprintf("svc-%05d.bench.internal", i)},
 		Ports:  []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP}},
 		Labels: map[string]string{"app": fmt.Sprintf("svc-%05d", i)},

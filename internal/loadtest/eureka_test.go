@@ -12,9 +12,9 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/eureka"
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/internal/daemontest"
+	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // startEurekaGenerate runs EurekaGenerate against s in the background and

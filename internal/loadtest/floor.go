@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/galleon-mesh/galleon/internal/grpcwire"
-	"github.com/galleon-mesh/galleon/internal/xds"
+	"github.com/galleon-mesh/galleon/internal/serve"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
 )
 
 // Floor is a null source in a process of its own: the floor of an initial sync across
@@ -25,7 +25,7 @@ import (
 // what separates the source's initial sync from the floor's, measured by the same sinks, is
 // what the source adds; what the floor takes is the transport's and the sinks' share.
 type Floor struct {
-	sotw, delta *grpcwire.Message
+	sotw, delta *serve.Message
 }
 
 // CopyFloor subscribes to typeURL at the source at addr, on SotW and on Delta (wildcard), and
@@ -71,7 +71,7 @@ func (f *Floor) Serve(ctx context.Context, l net.Listener) error {
 
 // handler sends msg after the stream's first request, then reads the rest (the sink's ACKs)
 // unread until the stream ends.
-func (f *Floor) handler(msg *grpcwire.Message) grpc.StreamHandler {
+func (f *Floor) handler(msg *serve.Message) grpc.StreamHandler {
 	return func(_ any, stream grpc.ServerStream) error {
 		if err := stream.RecvMsg(&emptypb.Empty{}); err != nil {
 			return err
@@ -89,7 +89,7 @@ func (f *Floor) handler(msg *grpcwire.Message) grpc.StreamHandler {
 
 // firstResponse opens a stream on method, sends subscribe and returns the first response as
 // it came off the wire.
-func firstResponse(ctx context.Context, conn *grpc.ClientConn, method string, subscribe any) (*grpcwire.Message, error) {
+func firstResponse(ctx context.Context, conn *grpc.ClientConn, method string, subscribe any) (*serve.Message, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // ends the stream
 	desc := &grpc.StreamDesc{StreamName: path.Base(method), ServerStreams: true, ClientStreams: true}
@@ -104,7 +104,7 @@ func firstResponse(ctx context.Context, conn *grpc.ClientConn, method string, su
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path.Base(method), err)
 	}
-	return &grpcwire.Message{Buffers: mem.BufferSlice{mem.SliceBuffer(raw)}, Size: len(raw)}, nil
+	return &serve.Message{Buffers: mem.BufferSlice{mem.SliceBuffer(raw)}, Size: len(raw)}, nil
 }
 
 // rawMessage is a received message's encoding, undecoded.

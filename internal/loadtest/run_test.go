@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/internal/daemontest"
+	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // startGalleonFile runs the daemon galleon-file runs, in process, on a

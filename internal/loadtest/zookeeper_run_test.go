@@ -8,10 +8,10 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper"
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/internal/daemontest"
+	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // startGalleonZookeeper runs the daemon galleon-zookeeper runs, in process,

@@ -7,8 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // autoallocateLabel is istiod's own opt-out from address allocation
@@ -34,7 +33,7 @@ func addressHost(svc *model.Service) string {
 	}
 	first := ""
 	for _, h := range svc.Hosts {
-		if s := convert.SanitizeHost(h); s != "" && (first == "" || s < first) {
+		if s := model.HostName(h); s != "" && (first == "" || s < first) {
 			first = s
 		}
 	}

@@ -11,9 +11,9 @@ import (
 	mcp "istio.io/api/mcp/v1alpha1"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/vip"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 func allocator(t *testing.T, ranges ...string) *vip.Allocator {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // The emptiness rule. An empty or mostly empty answer is what a registry

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 func services(n int) []model.Service {

@@ -26,18 +26,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/parallel"
-	"github.com/galleon-mesh/galleon/internal/protoenc"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+	"github.com/galleon-mesh/galleon/internal/snapshot/protoenc"
 	"github.com/galleon-mesh/galleon/internal/vip"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // Config tunes a Pipeline.
 type Config struct {
 	// Registry is the name of the registry the adapter watches ("consul"),
-	// stamped on every service reported (model.Service.Registry) so that
+	// recorded on every resource served (convert.Options.Registry) so that
 	// adapters need not say it: the daemon passes its Spec.Registry.
 	Registry string
 	Convert  convert.Options
@@ -64,7 +64,7 @@ type Config struct {
 	// Applied, when set, is called after each flush that published a new,
 	// ready snapshot, with its sequence and when the oldest report it holds
 	// came in: what the change -> every sink ACKed latency is measured
-	// from (grpcwire.ChangeAcks.Changed).
+	// from (serve.ChangeAcks.Changed).
 	Applied func(seq uint64, reported time.Time)
 }
 
@@ -182,6 +182,7 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 	if cfg.RemovalHoldShare <= 0 || cfg.RemovalHoldShare > 100 {
 		cfg.RemovalHoldShare = DefaultRemovalHoldShare
 	}
+	cfg.Convert.Registry = cfg.Registry
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -435,9 +436,6 @@ func (p *Pipeline) flush() {
 	}
 	jobs := make([]serviceJob, 0, len(work))
 	for key, svc := range work {
-		if svc != nil && p.cfg.Registry != "" {
-			svc.Registry = p.cfg.Registry // the value is the Sink's: the adapter passed it on
-		}
 		j := serviceJob{key: key, svc: svc}
 		if host := p.addressed[key]; host != "" && svc != nil {
 			j.addresses = p.cfg.VIPs.Addrs(host)
@@ -615,9 +613,9 @@ func (p *Pipeline) claim(key model.ServiceKey, objects []*snapshot.Object) error
 // A change of case alone is not a rewrite: DNS names are case-insensitive.
 func (p *Pipeline) logRewrittenHosts(key model.ServiceKey, svc *model.Service) {
 	for _, h := range svc.Hosts {
-		if s := convert.SanitizeHost(h); s != "" && s != strings.ToLower(h) {
+		if s := model.HostName(h); s != "" && s != strings.ToLower(h) {
 			p.rejections.logRateLimited(slog.LevelInfo, "host_rewritten", "host rewritten to a valid DNS name",
-				"service", Cut(key.String(), MaxRecordLen), "registry", svc.Registry, "host", Cut(h, MaxRecordLen), "served_as", s)
+				"service", Cut(key.String(), MaxRecordLen), "registry", p.cfg.Registry, "host", Cut(h, MaxRecordLen), "served_as", s)
 		}
 	}
 }
@@ -635,7 +633,7 @@ func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*s
 		return nil, false, nil, err
 	}
 	resources := converted.Resources
-	origin := originOf(svc.Registry, resources)
+	origin := originOf(p.cfg.Registry, resources)
 	objects = make([]*snapshot.Object, 0, len(resources))
 	for _, r := range resources {
 		if se, ok := r.Spec.(*networking.ServiceEntry); ok {

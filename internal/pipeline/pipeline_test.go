@@ -14,17 +14,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	mcp "istio.io/api/mcp/v1alpha1"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
-	"github.com/galleon-mesh/galleon/internal/rejection"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/vip"
+	"github.com/galleon-mesh/galleon/model"
+
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 func service(name string, ips ...string) model.Service {
 	s := model.Service{
-		Registry: "test", Namespace: "ns", Name: name,
+		Namespace: "ns", Name: name,
 		Hosts: []string{name + ".ns.test"},
 		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
 	}
@@ -280,13 +281,11 @@ func TestUnreachableBeforeSyncSaysNothingIsServed(t *testing.T) {
 }
 
 // TestRegistryIsStamped: the daemon's registry name is recorded on what is
-// served whatever the adapter put in model.Service.Registry, so adapters
-// need not say it (and cannot say it differently).
+// served (model.Service has no field for it: adapters need not say it and
+// cannot say it differently).
 func TestRegistryIsStamped(t *testing.T) {
 	p, store := run(t, Config{Registry: "acme"})
-	unnamed, misnamed := service("a", "10.0.0.1"), service("b", "10.0.0.2")
-	unnamed.Registry, misnamed.Registry = "", "other"
-	p.Replace([]model.Service{unnamed, misnamed})
+	p.Replace([]model.Service{service("a", "10.0.0.1"), service("b", "10.0.0.2")})
 	snap := waitSeq(t, store, 0)
 	for _, name := range []string{"ns/a", "ns/b"} {
 		r := snap.Collection(snapshot.ServiceEntry).Get(name)
@@ -384,7 +383,7 @@ func TestDegradedPartsAreListed(t *testing.T) {
 }
 
 // TestRejectionReasonsAreBounded: galleon_registry_records_rejected_total
-// counts by the reason the adapter gave (rejection.With), "other" without
+// counts by the reason the adapter gave (registry.Reason), "other" without
 // one, and a reason that is not a short snake_case word, or one past the
 // bound, as "other" too.
 func TestRejectionReasonsAreBounded(t *testing.T) {
@@ -393,12 +392,12 @@ func TestRejectionReasonsAreBounded(t *testing.T) {
 	if got := counterVec(t, reg, "galleon_registry_records_rejected_total"); len(got) != 1 || got["other"] != 0 {
 		t.Fatalf("before any rejection: %v, want other=0 present", got)
 	}
-	p.Rejected("a", rejection.With("port", fmt.Errorf("port 0")))
-	p.Rejected("b", fmt.Errorf("wrapped: %w", rejection.With("port", fmt.Errorf("port 70000"))))
+	p.Rejected("a", registry.Reason("port", fmt.Errorf("port 0")))
+	p.Rejected("b", fmt.Errorf("wrapped: %w", registry.Reason("port", fmt.Errorf("port 70000"))))
 	p.Rejected("c", fmt.Errorf("no reason"))
-	p.Rejected("d", rejection.With("Not A Reason", fmt.Errorf("x")))
+	p.Rejected("d", registry.Reason("Not A Reason", fmt.Errorf("x")))
 	for i := range maxReasons + 5 {
-		p.Rejected(fmt.Sprintf("r%d", i), rejection.With(fmt.Sprintf("reason_%d", i), fmt.Errorf("x")))
+		p.Rejected(fmt.Sprintf("r%d", i), registry.Reason(fmt.Sprintf("reason_%d", i), fmt.Errorf("x")))
 	}
 	got := counterVec(t, reg, "galleon_registry_records_rejected_total")
 	if got["port"] != 2 || got["other"] != 2+6 || len(got) != maxReasons+1 {

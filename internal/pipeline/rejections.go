@@ -10,9 +10,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/internal/rejection"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // What a registry controls here is bounded in total, whatever it sends:
@@ -86,7 +85,7 @@ type logLimit struct {
 func (p *Pipeline) Rejected(record string, err error) {
 	reason := ""
 	if err != nil {
-		reason = rejection.Of(err, reasonOther)
+		reason = registry.ReasonOf(err, reasonOther)
 	}
 	p.rejections.set(Cut(record, MaxRecordLen), reason, err)
 }
@@ -175,7 +174,7 @@ func (r *rejections) logLimitedAt(level slog.Level, cause, msg string, attrs ...
 }
 
 // maxReasons bounds the reason labels of galleon_registry_records_rejected_total.
-// The adapters of this repository give a handful each (rejection.With);
+// The adapters of this repository give a handful each (registry.Reason);
 // anything beyond, or not a short snake_case word, counts as "other".
 const maxReasons = 32
 

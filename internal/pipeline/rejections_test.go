@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 // TestRejectionsAreToldOnceAndCountedExactly: issue 27 found every rejection

@@ -10,7 +10,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/galleon-mesh/galleon/internal/protoenc"
+	"github.com/galleon-mesh/galleon/internal/snapshot/protoenc"
 )
 
 // Object is what the core asks the store to serve: one resource, its body

@@ -12,10 +12,10 @@ import (
 	"istio.io/istio/pkg/config/schema/collections"
 	"istio.io/istio/pkg/config/schema/gvk"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/xds"
+	"github.com/galleon-mesh/galleon/model"
 )
 
 const registryName = "conformance"
@@ -31,7 +31,7 @@ var (
 // without instances, exportTo.
 func cart() model.Service {
 	return model.Service{
-		Registry: registryName, Namespace: "shop", Name: "cart",
+		Namespace: "shop", Name: "cart",
 		Hosts:       []string{"cart.shop.internal"},
 		Ports:       []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP, Name: "http"}, {Number: 9090, Protocol: model.ProtocolGRPC}},
 		Labels:      map[string]string{"app": "cart", "tier": "backend"},
@@ -46,7 +46,7 @@ func cart() model.Service {
 
 func catalog() model.Service {
 	return model.Service{
-		Registry: registryName, Namespace: "shop", Name: "catalog",
+		Namespace: "shop", Name: "catalog",
 		Hosts:     []string{"catalog.shop.internal", "catalog.example.internal"},
 		Addresses: []string{"240.0.0.10"},
 		Ports:     []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
@@ -56,7 +56,7 @@ func catalog() model.Service {
 
 func mysql() model.Service {
 	return model.Service{
-		Registry: registryName, Namespace: "legacy", Name: "mysql",
+		Namespace: "legacy", Name: "mysql",
 		Hosts:      []string{"mysql.legacy.internal"},
 		Ports:      []model.Port{{Number: 3306, Protocol: model.ProtocolTCP, Name: "tcp-mysql"}},
 		Resolution: model.ResolutionDNS,
@@ -69,7 +69,7 @@ func mysql() model.Service {
 
 func payments() model.Service {
 	return model.Service{
-		Registry: registryName, Namespace: "legacy", Name: "payments",
+		Namespace: "legacy", Name: "payments",
 		Hosts:      []string{"payments.example.com"},
 		Ports:      []model.Port{{Number: 443, Protocol: model.ProtocolTLS, Name: "tls"}},
 		Location:   model.MeshExternal,
@@ -211,7 +211,7 @@ func testADSCUpdatesAndRemovals(t *testing.T) {
 
 	// 4. An added service.
 	orders := model.Service{
-		Registry: registryName, Namespace: "shop", Name: "orders", Hosts: []string{"orders.shop.internal"},
+		Namespace: "shop", Name: "orders", Hosts: []string{"orders.shop.internal"},
 		Ports:     []model.Port{{Number: 7070, Protocol: model.ProtocolHTTP2}},
 		Instances: []model.Instance{{ID: "orders-1", Address: "10.0.2.1"}},
 	}
@@ -325,7 +325,7 @@ func testADSCHoldsBackUntilReplace(t *testing.T) {
 	core := startCore(t, convert.ModeServiceEntry)
 	// A report before the listing: the snapshot holds it but is not ready.
 	early := model.Service{
-		Registry: registryName, Namespace: "shop", Name: "early", Hosts: []string{"early.shop.internal"},
+		Namespace: "shop", Name: "early", Hosts: []string{"early.shop.internal"},
 		Ports: []model.Port{{Number: 80, Protocol: model.ProtocolHTTP}},
 	}
 	core.pipe.Update(early)

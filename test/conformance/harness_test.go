@@ -25,11 +25,11 @@ import (
 	"istio.io/istio/pkg/config/schema/gvk"
 	"istio.io/istio/pkg/keepalive"
 
-	"github.com/galleon-mesh/galleon/common/model"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/xds"
+	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 )
@@ -59,7 +59,7 @@ func eventually(t *testing.T, what string, cond func() string) {
 // ---------------------------------------------------------------------------------------------
 // Galleon's side.
 
-// galleonCore is Galleon's core wired as common/daemon wires it: a snapshot store, the pipeline
+// galleonCore is Galleon's core wired as daemon wires it: a snapshot store, the pipeline
 // that converts registry reports into it (the registry.Sink an adapter reports to), and the ADS
 // server serving it on a gRPC server built with xds.GRPCServerOptions.
 type galleonCore struct {
@@ -73,7 +73,7 @@ type galleonCore struct {
 
 func startCore(t *testing.T, mode convert.Mode) *galleonCore {
 	t.Helper()
-	c := &galleonCore{t: t, store: snapshot.NewStore(), conv: convert.Options{Mode: mode}}
+	c := &galleonCore{t: t, store: snapshot.NewStore(), conv: convert.Options{Mode: mode, Registry: registryName}}
 	// Short debounce: the tests wait for results, they do not time the pipeline.
 	c.pipe = pipeline.New(c.store, pipeline.Config{Convert: c.conv, Quiet: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())

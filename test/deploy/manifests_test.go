@@ -58,12 +58,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
-	"github.com/galleon-mesh/galleon/common/model"
+	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/kube"
 )
 
-// The adapter the manifests deploy, and its defaults (common/daemon).
+// The adapter the manifests deploy, and its defaults (daemon).
 const (
 	adapterName   = "galleon-file"
 	defaultListen = ":16010"

@@ -29,7 +29,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )

@@ -400,7 +400,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 		metricLines(fams2, "galleon_eureka_full_fetches_total"))
 }
 
-// galleonStatusReport is the part of /debug/status (common/daemon) TestEurekaToIstiod reads.
+// galleonStatusReport is the part of /debug/status (daemon) TestEurekaToIstiod reads.
 type galleonStatusReport struct {
 	Synced   bool              `json:"synced"`
 	Stale    bool              `json:"stale"`

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/common/registrytest"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 	"github.com/galleon-mesh/galleon/test/istiod"
 )
 

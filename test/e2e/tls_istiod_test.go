@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 	"github.com/galleon-mesh/galleon/test/istiod"
 )
 
@@ -92,7 +92,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 			t.Errorf("galleonctl with an allowed client certificate: %q, want e2e/secure", out)
 		}
 		// A certificate another CA signed: refused as untrusted, logged and counted. (The
-		// allow-list's own refusal, same CA and another identity, is tested in internal/tlsfiles.)
+		// allow-list's own refusal, same CA and another identity, is tested in registry/tlsfiles.)
 		stranger, err := testpki.Write(t.TempDir(), "stranger", "spiffe://cluster.local/ns/default/sa/app")
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // EnvReleases lists the istiod releases the e2e tests run against, comma-separated. Each entry is a

@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )
 

@@ -24,9 +24,9 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
-	"github.com/galleon-mesh/galleon/internal/rungroup"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
+	"github.com/galleon-mesh/galleon/internal/server/rungroup"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
 // Config is what a peer serves and how.
@@ -93,7 +93,7 @@ func New(cfg Config) (*Peer, error) {
 		cfg:   cfg,
 		log:   log,
 		store: store,
-		// As common/daemon builds galleon-file's pipeline, so that names, labels and bytes are
+		// As daemon builds galleon-file's pipeline, so that names, labels and bytes are
 		// the same: registry "file", ServiceEntry output, no panic threshold.
 		pipe: pipeline.New(store, pipeline.Config{
 			Registry: "file", Convert: convert.Options{Mode: convert.ModeServiceEntry},

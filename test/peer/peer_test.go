@@ -17,12 +17,12 @@ import (
 	mcp "istio.io/api/mcp/v1alpha1"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/internal/daemontest"
+	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 const seType = "networking.istio.io/v1/ServiceEntry"

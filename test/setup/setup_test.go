@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // repo is the repository root (test/setup -> ../..).
@@ -323,7 +323,7 @@ func registryHosts(t *testing.T) []string {
 }
 
 // TestCachePathIsOne: scripts/cache-dir.sh (the shell's definition of the
-// tool cache) and internal/toolcache (the Go one) give the same path for
+// tool cache) and internal/testing/toolcache (the Go one) give the same path for
 // every way the environment can set it (an empty variable counts as unset
 // in both).
 func TestCachePathIsOne(t *testing.T) {
@@ -344,7 +344,7 @@ func TestCachePathIsOne(t *testing.T) {
 			t.Fatalf("%v: scripts/cache-dir.sh: %v", env, err)
 		}
 		if got, want := toolcache.Bin("consul", "1.2.3"), strings.TrimSpace(string(out)); got != want {
-			t.Errorf("%v: internal/toolcache says %s, scripts/cache-dir.sh %s", env, got, want)
+			t.Errorf("%v: internal/testing/toolcache says %s, scripts/cache-dir.sh %s", env, got, want)
 		}
 	}
 }

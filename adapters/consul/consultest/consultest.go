@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/serverproc"
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // Version is the Consul version scripts/consul.sh builds.
@@ -43,7 +43,7 @@ const (
 	tailLines    = 50
 )
 
-// CachePath is where scripts/consul.sh build puts the binary (internal/toolcache, the path
+// CachePath is where scripts/consul.sh build puts the binary (internal/testing/toolcache, the path
 // scripts/cache-dir.sh defines): <cache>/bin/consul-<Version>.
 func CachePath() string { return toolcache.Bin("consul", Version) }
 

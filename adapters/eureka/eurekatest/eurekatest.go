@@ -38,8 +38,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/serverproc"
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // Version is the polaris-server version scripts/eureka.sh builds.
@@ -61,7 +61,7 @@ const (
 //go:embed polaris-server.yaml.tmpl
 var configTemplate string
 
-// CachePath is where scripts/eureka.sh build puts the binary (internal/toolcache, the path
+// CachePath is where scripts/eureka.sh build puts the binary (internal/testing/toolcache, the path
 // scripts/cache-dir.sh defines): <cache>/bin/polaris-server-<Version>.
 func CachePath() string { return toolcache.Bin("polaris-server", Version) }
 

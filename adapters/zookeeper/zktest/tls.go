@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/galleon-mesh/galleon/internal/testpki"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 )
 
 // TLSFiles are the PEM files a TLS client of a test server needs. They are made afresh for each

@@ -28,8 +28,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/serverproc"
-	"github.com/galleon-mesh/galleon/internal/toolcache"
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 const (

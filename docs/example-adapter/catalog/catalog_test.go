@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/common/model"
-	"github.com/galleon-mesh/galleon/common/registry"
-	"github.com/galleon-mesh/galleon/common/registrytest"
+	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
+	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // pollInterval is short so that the kit's waits end in milliseconds.

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/xds"
 )
 
 // Dial connects one measuring sink to addr; it lives until ctx is done.

@@ -26,8 +26,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/galleon-mesh/galleon/internal/grpcwire"
 	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 )
 
@@ -113,7 +113,7 @@ func serveFloor(stream grpc.ServerStream, store *snapshot.Store, body []byte) er
 			header = protowire.AppendString(header, col.Version)
 			header = protowire.AppendTag(header, 5, protowire.BytesType)
 			header = protowire.AppendString(header, nonce)
-			msg := &grpcwire.Message{Buffers: mem.BufferSlice{mem.SliceBuffer(header), mem.SliceBuffer(body)},
+			msg := &serve.Message{Buffers: mem.BufferSlice{mem.SliceBuffer(header), mem.SliceBuffer(body)},
 				Size: len(header) + len(body)}
 			if err := stream.SendMsg(msg); err != nil {
 				return err

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/galleon-mesh/galleon/internal/serverproc"
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 )
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.

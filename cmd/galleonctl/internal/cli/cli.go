@@ -29,7 +29,7 @@ import (
 	_ "istio.io/api/security/v1beta1"
 	_ "istio.io/api/telemetry/v1alpha1"
 
-	"github.com/galleon-mesh/galleon/internal/tlsfiles"
+	"github.com/galleon-mesh/galleon/registry/tlsfiles"
 )
 
 // DefaultAddr is where a Galleon adapter serves MCP over xDS unless told

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/xdsclient/xdsclienttest"
 )
 

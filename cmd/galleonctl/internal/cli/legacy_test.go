@@ -12,10 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	networking "istio.io/api/networking/v1alpha3"
 
-	"github.com/galleon-mesh/galleon/internal/mcp"
+	"github.com/galleon-mesh/galleon/internal/serve/mcp"
+	"github.com/galleon-mesh/galleon/internal/serve/xds"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
-	"github.com/galleon-mesh/galleon/internal/syncbuf"
-	"github.com/galleon-mesh/galleon/internal/xds"
+	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
@@ -44,7 +44,7 @@ func TestLegacyCollections(t *testing.T) {
 	}
 	// The names galleonctl sends are the ones Galleon's server holds.
 	if xdsclient.LegacyServiceEntries != mcp.ServiceEntries || xdsclient.LegacyWorkloadEntries != mcp.WorkloadEntries {
-		t.Errorf("xdsclient collections %s, %s differ from internal/mcp's", xdsclient.LegacyServiceEntries, xdsclient.LegacyWorkloadEntries)
+		t.Errorf("xdsclient collections %s, %s differ from internal/serve/mcp's", xdsclient.LegacyServiceEntries, xdsclient.LegacyWorkloadEntries)
 	}
 	if !isLegacyCollection(mcp.ServiceEntries) || isLegacyCollection(seV1) {
 		t.Error("isLegacyCollection confuses collections and type URLs")
@@ -70,7 +70,7 @@ func TestLegacyUsage(t *testing.T) {
 }
 
 // legacySource serves a snapshot store with Galleon's real legacy MCP
-// server (internal/mcp) on a loopback port, with the daemon's gRPC options.
+// server (internal/serve/mcp) on a loopback port, with the daemon's gRPC options.
 func legacySource(t *testing.T) (*snapshot.Store, string) {
 	t.Helper()
 	store := snapshot.NewStore()

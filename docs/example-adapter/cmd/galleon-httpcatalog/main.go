@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"example.com/galleon-httpcatalog/catalog"
-	"github.com/galleon-mesh/galleon/common/daemon"
-	"github.com/galleon-mesh/galleon/common/registry"
+	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 func main() {

@@ -1,8 +1,0 @@
-package xds
-
-import "github.com/galleon-mesh/galleon/internal/grpcwire"
-
-// encodedMessage is a message already in wire form. A SotW response for a
-// collection version is built once and its buffers handed to every stream;
-// the codec of GRPCServerOptions (grpcwire.Codec) writes them as they are.
-type encodedMessage = grpcwire.Message
