@@ -86,3 +86,20 @@ func (spec Spec) server() server.Spec {
 	}
 	return s
 }
+
+// DeprecatedFlag adds old to fs as a second name of the flag current (already defined), so a
+// renamed setting keeps working under its old name on the command line, in the environment
+// (GALLEON_<OLD>) and in the config file. Using it prints pflag's deprecation line and logs a
+// warning naming the new flag; the old name is left out of --help. When both names are given,
+// the command line wins over the environment and file, and the current name over the old.
+func DeprecatedFlag(fs *pflag.FlagSet, old, current string) {
+	f := fs.Lookup(current)
+	if f == nil {
+		panic("daemon.DeprecatedFlag: no flag --" + current + " to alias")
+	}
+	fs.AddFlag(&pflag.Flag{
+		Name: old, Usage: f.Usage, Value: f.Value, DefValue: f.DefValue, NoOptDefVal: f.NoOptDefVal,
+		Annotations: map[string][]string{server.AliasAnnotation: {current}},
+	})
+	_ = fs.MarkDeprecated(old, "use --"+current) // the flag was just added: cannot fail
+}

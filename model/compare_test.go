@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+
+	"strings"
 )
 
 func sample() Service {
@@ -134,5 +136,16 @@ func TestEqualAgreesWithCanonical(t *testing.T) {
 	}
 	if equal < 100 || differ < 100 {
 		t.Fatalf("the generator made %d equal and %d different pairs: too few of one kind to test anything", equal, differ)
+	}
+}
+
+func TestCheckNamespace(t *testing.T) {
+	if err := CheckNamespace("shop-1"); err != nil {
+		t.Errorf("shop-1: %v", err)
+	}
+	for ns, want := range map[string]string{"Shop_1": `e.g. "shop-1"`, "": "not a DNS-1123 label", "!!": "not a DNS-1123 label"} {
+		if err := CheckNamespace(ns); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckNamespace(%q) = %v, want an error containing %q", ns, err, want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/hex"
+	"fmt"
 	"hash/fnv"
 	"sort"
 	"strings"
@@ -358,4 +359,17 @@ func IsQualifiedName(s string) bool {
 		}
 	}
 	return true
+}
+
+// CheckNamespace checks a Kubernetes namespace an adapter is configured with: nil when ns is a
+// DNS-1123 label as given, else an error that suggests the repaired form. Unlike a registry's
+// names, which the core repairs, a setting is the operator's to fix.
+func CheckNamespace(ns string) error {
+	if DNSLabel(ns) == ns && ns != "" {
+		return nil
+	}
+	if repaired := DNSLabel(ns); repaired != "" {
+		return fmt.Errorf("%q is not a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", ns, repaired)
+	}
+	return fmt.Errorf("%q is not a DNS-1123 label (lower-case letters, digits and '-')", ns)
 }

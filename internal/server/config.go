@@ -58,10 +58,20 @@ func loadSettings(fs *pflag.FlagSet, configFile string) error {
 			return fmt.Errorf("config file %s: %w", configFile, err)
 		}
 	}
+	given := func(name string) bool {
+		_, inEnv := os.LookupEnv(EnvName(name))
+		_, inFile := fromFile[name]
+		return inEnv || inFile
+	}
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Changed || f.Name == "config" {
 			return // the command line wins
+		}
+		if pair := aliasPair(fs, f); pair != nil && (pair.Changed || given(pair.Name) && AliasOf(f) != "") {
+			// One setting under two names: the command line wins whichever name it used, and
+			// the current name wins over the deprecated one in the environment or file.
+			return
 		}
 		env := EnvName(f.Name)
 		_, inEnv := os.LookupEnv(env)
@@ -85,6 +95,45 @@ func loadSettings(fs *pflag.FlagSet, configFile string) error {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
 	}
 	return nil
+}
+
+// AliasAnnotation marks a deprecated flag that sets the same value as another: its one value
+// is the other's name (daemon.DeprecatedFlag adds such flags).
+const AliasAnnotation = "galleon.alias-of"
+
+// AliasOf is the flag a deprecated alias f stands for, "" when f is none.
+func AliasOf(f *pflag.Flag) string {
+	if v := f.Annotations[AliasAnnotation]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
+// aliasPair is the other name of f's setting: the current flag of an alias, or the alias of a
+// current flag; nil when f has no other name.
+func aliasPair(fs *pflag.FlagSet, f *pflag.Flag) *pflag.Flag {
+	if current := AliasOf(f); current != "" {
+		return fs.Lookup(current)
+	}
+	var alias *pflag.Flag
+	fs.VisitAll(func(o *pflag.Flag) {
+		if AliasOf(o) == f.Name {
+			alias = o
+		}
+	})
+	return alias
+}
+
+// deprecatedInUse lists the deprecated aliases that were set, on the command line or from
+// the environment or config file, so the daemon can log each once.
+func deprecatedInUse(fs *pflag.FlagSet) []*pflag.Flag {
+	var used []*pflag.Flag
+	fs.VisitAll(func(f *pflag.Flag) {
+		if AliasOf(f) != "" && f.Changed {
+			used = append(used, f)
+		}
+	})
+	return used
 }
 
 // flagString renders a value from the environment or YAML as the flag would

@@ -381,6 +381,9 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("registry", spec.Registry)
+	for _, f := range deprecatedInUse(fs) {
+		log.Warn("a deprecated flag is set; it still works, rename it", "flag", "--"+f.Name, "use", "--"+AliasOf(f))
+	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	listenerTLS, err := o.listenerTLS(log, metrics)
