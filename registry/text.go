@@ -8,8 +8,8 @@ import (
 )
 
 // MaxRecordLen bounds a record name as the core logs and keeps it, and as
-// the Reconciler keeps it: a registry chooses its names, and 600 names of
-// 200 KB once made 244 MB of log. Longer names are Cut.
+// the Reconciler keeps it: a registry chooses its names, and long ones once
+// made hundreds of MB of log (docs/reliability.md). Longer names are Cut.
 const MaxRecordLen = 256
 
 // Cut returns s, or when it is longer than n bytes its first bytes (cut at a

@@ -28,8 +28,8 @@ const (
 	// beyond it the count only grows until a record is cleared.
 	maxTrackedRejections = 200_000
 	// MaxRecordLen and MaxErrorLen bound a record name and an error text
-	// as logged and kept. A registry chooses its names: 600 names of
-	// 200 KB once made 244 MB of log.
+	// as logged and kept: a registry chooses its names, and long ones once
+	// made hundreds of MB of log (docs/reliability.md).
 	MaxRecordLen = registry.MaxRecordLen
 	MaxErrorLen  = 1024
 	// logBurst is how many "registry record skipped" lines one reason may

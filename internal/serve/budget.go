@@ -19,10 +19,9 @@ import (
 // Limits on what all clients of the process's config streams can make it
 // keep together. MaxNamesPerStream and the limits of one stream bound what
 // one stream costs; without these a client gains the same again with every
-// stream it opens (20 Delta streams of 2 MB of made-up names took a process
-// from 25 to 108 MiB). The defaults serve a control plane with a few dozen
-// istiods and tools with room to spare, and keep a hostile client to a few
-// hundred MiB.
+// stream it opens (docs/reliability.md, "Bounds in total: the figures"). The
+// defaults serve a control plane with a few dozen istiods and tools with
+// room to spare, and keep a hostile client to a few hundred MiB.
 const (
 	// DefaultMaxStreams bounds the config streams (xDS SotW and Delta,
 	// legacy MCP) open at once. An istiod opens one per config source, a

@@ -8,8 +8,8 @@ import (
 
 // FullStateChunkSize is the size full-state bodies are cut into. A change of
 // one resource copies one chunk; the transport walks size/FullStateChunkSize
-// buffers per send: about 150 for the 9.5 MB of 10,000 ServiceEntries, where
-// one buffer per resource was 10,000 (docs/benchmarks.md, "Against the floor").
+// buffers per send, far fewer than one per resource (docs/benchmarks.md,
+// "Against the floor" and "Figures behind the code's choices").
 const FullStateChunkSize = 64 << 10
 
 // FullState is the body of a full-state response: every resource of one
@@ -18,9 +18,9 @@ const FullStateChunkSize = 64 << 10
 // FullStateChunkSize bytes, each a copy of its resources' elements.
 //
 // Why chunks: the transport's cost per send grows with the number of buffers
-// it walks, and building one buffer per resource per version boxed 10,000
-// of them on the critical path of every change. One contiguous copy per
-// version moved 9.5 MB per change to the garbage collector instead. A
+// it walks, and building one buffer per resource per version put them all
+// on the critical path of every change. One contiguous copy per version
+// moved the whole collection to the garbage collector per change instead. A
 // FullState built from the previous version's shares every chunk whose
 // resources are all unchanged (the same *snapshot.Resource values, which are
 // immutable), so a change copies only the chunks it touches.

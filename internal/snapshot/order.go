@@ -8,10 +8,10 @@ import (
 )
 
 // orderChunk is the size chunks of a by-name order are cut to. A change
-// copies the list of chunks (24 bytes a chunk) and the chunks it touches
-// (8 bytes a resource): at 50,000 resources about 5 KB, where one slice
-// of the whole order was 400 KB a change, and the garbage of it made the
-// collector mark the whole store far more often.
+// copies the list of chunks and the chunks it touches, not the whole order:
+// one slice of the whole order per change was garbage enough to make the
+// collector mark the whole store far more often (the figures:
+// docs/benchmarks.md, "Figures behind the code's choices").
 const orderChunk = 256
 
 // order is the by-name order of a collection's resources, in sorted,

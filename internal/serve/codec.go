@@ -1,8 +1,11 @@
-// Package grpcwire lets gRPC services write messages that are already in
-// wire form. A full-state response for a collection version is encoded once
-// and the same bytes are written to every stream; the codec installed on the
-// grpc.Server passes such messages through and marshals everything else with
-// grpc's proto codec. Both the xDS and the legacy MCP services use it.
+// Package serve is what the two protocol servers (serve/xds and serve/mcp) share: the stream
+// loop, the bounds on what clients may make the process hold (per stream and in total), the
+// change-acknowledgement latency, full-state bodies in chunks, and the codec below.
+//
+// The codec lets gRPC services write messages that are already in wire form. A full-state
+// response for a collection version is encoded once and the same bytes are written to every
+// stream; the codec installed on the grpc.Server passes such messages through and marshals
+// everything else with grpc's proto codec.
 package serve
 
 import (
