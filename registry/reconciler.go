@@ -12,8 +12,8 @@ import (
 
 // Reconciler does the bookkeeping the contract asks of every adapter, so an
 // adapter only says what the registry holds and the Sink hears exactly what
-// the rules require: Replace on the first report and on the first one after
-// an outage, then Update for a service added or changed and Delete for one
+// the rules require: Replace on the first report, on the first one after
+// an outage and on the first after Resync, then Update for a service added or changed and Delete for one
 // gone, each rejection once while it applies, and Unreachable(nil) only
 // after the relisting that ends an outage.
 //
@@ -149,6 +149,18 @@ func (r *Reconciler) Resumed() {
 	if r.unreachable != nil && r.resumable {
 		r.synced, r.resumed = true, true
 	}
+}
+
+// Resync makes the next Flush a Replace of the complete state, as after an
+// outage, for an adapter that knows its view may have missed changes while
+// the registry stayed reachable: its watch lost events (a gap in a stream,
+// an index or revision the server no longer holds, an expired session). List
+// the registry again (SetAll, or Set and Remove for every service) before
+// that Flush, which also reports again every rejection that applies. Resync
+// reports nothing by itself, and ends no outage: after Unreachable, the
+// Flush that ends it is a Replace anyway.
+func (r *Reconciler) Resync() {
+	r.synced, r.resumed = false, false
 }
 
 // Degraded reports at once that one part of the registry cannot be reached

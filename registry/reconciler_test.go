@@ -166,6 +166,40 @@ func BenchmarkFlushOneChange(b *testing.B) {
 	}
 }
 
+// TestReconcilerResyncForcesAReplace: a watch that lost events while the
+// registry stayed reachable relists, and Resync makes that Flush a Replace
+// (the rejections that apply told again), though nothing looked missed.
+func TestReconcilerResyncForcesAReplace(t *testing.T) {
+	rec := registrytest.NewRecorder()
+	r := registry.NewReconciler(rec)
+	seen := 0
+	r.Set(svc("a", "10.0.0.1"))
+	r.Set(svc("b", "10.0.0.2"))
+	r.Reject("rec-1", errors.New("bad port"))
+	r.Flush()
+	expect(t, "first listing", calls(rec, &seen), "Rejected(\"rec-1\", bad port)", "Replace(2 services: ns/a, ns/b)")
+
+	r.Resync()
+	expect(t, "Resync reports nothing by itself", calls(rec, &seen))
+	r.SetAll([]model.Service{svc("a", "10.0.0.1"), svc("c")}) // b was deleted while events were lost
+	r.Flush()
+	expect(t, "the relisting after Resync", calls(rec, &seen), "Rejected(\"rec-1\", bad port)", "Replace(2 services: ns/a, ns/c)")
+
+	r.Set(svc("c", "10.0.0.3"))
+	r.Flush()
+	expect(t, "then changes again", calls(rec, &seen), "Update(ns/c)")
+
+	// During an outage, Resync changes nothing: the Flush that ends it is a
+	// Replace anyway, then the outage is over.
+	r.Unreachable(errors.New("connection refused"))
+	r.Resync()
+	r.Flush()
+	expect(t, "resync during an outage", calls(rec, &seen), "Unreachable(connection refused)", "Rejected(\"rec-1\", bad port)", "Replace(2 services: ns/a, ns/c)", "Unreachable(<nil>)")
+	if err := rec.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestReconcilerReportsDegradedParts(t *testing.T) {
 	rec := registrytest.NewRecorder()
 	r := registry.NewReconciler(rec)

@@ -18,10 +18,26 @@
 //     listed again unchanged is not reported.
 //   - A malformed registry record is skipped and reported with Rejected; it
 //     never aborts Run and never causes a Replace without the services whose
-//     records were fine.
+//     records were fine. Its error carries the reason it is counted under
+//     (Reason: a short snake_case word such as "port"; a few of them, not
+//     one per record).
 //   - When the registry cannot be reached, Run reports it with Unreachable and
 //     keeps retrying; it does not report an empty Replace. The core keeps
-//     serving the last good state.
+//     serving the last good state. A registry that accepts connections and
+//     never answers cannot be reached either: every request is bounded by a
+//     timeout.
+//   - When one part of the registry cannot be reached while the rest
+//     answers (a datacenter, one of several servers, a member of an
+//     ensemble), Run reports it with Degraded(part, err), not Unreachable.
+//     What was listed from that part stays served, and the part's return
+//     calls for no Replace: the adapter relists the part, reports what
+//     changed with Update and Delete, then Degraded(part, nil). part names
+//     it for an operator ("dc2", "eureka-2:8761"); a registry has a
+//     handful of parts, not thousands.
+//   - A watch that lost events (a gap in a stream, an index the server no
+//     longer holds, a session that expired) is a resynchronisation from
+//     scratch like an outage: the adapter lists the registry again and
+//     reports it with Replace (Reconciler.Resync).
 //   - An answer that would remove every service, or most of them, is a
 //     claim the core checks: it holds such removals (the services stay
 //     served) until the registry has said the same for a while (the
@@ -48,6 +64,10 @@
 // Reconciler does the bookkeeping these rules need (what was reported, when a
 // Replace is due, which rejections were told): an adapter hands it what the
 // registry holds and calls Flush.
+//
+// This comment is the one statement of the contract: the adapter guide
+// (docs/authoring-adapters.md), docs/architecture.md and the registrytest
+// documentation point here rather than restate it.
 package registry
 
 import (

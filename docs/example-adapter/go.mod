@@ -43,5 +43,5 @@ require (
 
 // Builds against the Galleon checkout this example lives in. A partner's
 // own repository drops this replace and requires a released version
-// instead: go get github.com/galleon-mesh/galleon@vX.Y.Z
+// instead: go get github.com/galleon-mesh/galleon@v0.1.0 (docs/sdk.md)
 replace github.com/galleon-mesh/galleon => ../..

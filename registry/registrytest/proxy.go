@@ -18,12 +18,18 @@ import (
 // drops it, the way a registry that crashed behind a load balancer looks.
 // The listener stays open, so Restore never races another process for the
 // port.
+//
+// Silence plays the other way a registry fails, the one a client without
+// timeouts hangs on: it accepts connections, reads what the adapter sends
+// and never answers, on new connections and on those already open. A
+// Driver offers it to the kit as a Staller (see there).
 type Proxy struct {
 	target string
 	lis    net.Listener
 
 	mu     sync.Mutex
 	broken bool
+	silent bool
 	conns  map[net.Conn]struct{}
 	wg     sync.WaitGroup
 }
@@ -69,12 +75,34 @@ func (p *Proxy) Retarget(target string) {
 	p.cut()
 }
 
-// Restore proxies new connections again.
-func (p *Proxy) Restore(context.Context) error {
+// Silence makes the registry accept connections and never answer until
+// Restore: what the adapter sends is read and dropped, and nothing comes
+// back, on the connections open now and on new ones.
+func (p *Proxy) Silence(context.Context) error {
 	p.mu.Lock()
-	p.broken = false
+	p.silent = true
 	p.mu.Unlock()
 	return nil
+}
+
+// Restore proxies new connections again. After Silence it also cuts the
+// connections that went silent: what they carried was dropped midway, so
+// the adapter starts again on new ones.
+func (p *Proxy) Restore(context.Context) error {
+	p.mu.Lock()
+	wasSilent := p.silent
+	p.broken, p.silent = false, false
+	p.mu.Unlock()
+	if wasSilent {
+		p.cut()
+	}
+	return nil
+}
+
+func (p *Proxy) isSilent() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.silent
 }
 
 func (p *Proxy) accept() {
@@ -92,9 +120,22 @@ func (p *Proxy) accept() {
 		}
 		p.conns[c] = struct{}{}
 		p.wg.Add(1)
+		silent := p.silent
 		p.mu.Unlock()
+		if silent {
+			go p.swallow(c) // ends when the client closes or cut closes c
+			continue
+		}
 		go p.serve(c) // ends when either side closes or cut closes c
 	}
+}
+
+// swallow reads what a client sends while the proxy is silent, answers
+// nothing, and never reaches the registry.
+func (p *Proxy) swallow(client net.Conn) {
+	defer p.wg.Done()
+	defer p.forget(client)
+	_, _ = io.Copy(io.Discard, client)
 }
 
 func (p *Proxy) serve(client net.Conn) {
@@ -118,7 +159,7 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.forget(upstream)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		p.copy(dst, src)
 		done <- struct{}{}
 	}
 	go pipe(upstream, client) // ends with the connection, as the other one
@@ -128,6 +169,23 @@ func (p *Proxy) serve(client net.Conn) {
 	client.Close()
 	upstream.Close()
 	<-done
+}
+
+// copy copies src to dst until either fails, dropping what it reads while
+// the proxy is silent.
+func (p *Proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.isSilent() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *Proxy) forget(c net.Conn) {

@@ -3,6 +3,7 @@ package registrytest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -68,6 +69,55 @@ func TestProxyBreaksAndRestores(t *testing.T) {
 			t.Fatalf("a connection made while broken answers: %q", got)
 		}
 	}
+	if err := p.Restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
+		t.Fatalf("after Restore: %q, %v", got, err)
+	}
+}
+
+// TestProxySilence: a silent proxy accepts and reads, never answers, on the
+// connections open and on new ones; Restore cuts the silenced ones, and new
+// connections answer again.
+func TestProxySilence(t *testing.T) {
+	p := NewProxy(t, echoServer(t))
+	ctx := context.Background()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "one"); err != nil || got != "one\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	if err := p.Silence(ctx); err != nil {
+		t.Fatal(err)
+	}
+	silent := func(c net.Conn, line string) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Write([]byte(line + "\n")); err != nil {
+			t.Fatalf("writing to a silent proxy: %v (it should read)", err)
+		}
+		var ne net.Error
+		got, err := bufio.NewReader(c).ReadString('\n')
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("a silent proxy answered %q, %v; want a read timeout", got, err)
+		}
+	}
+	silent(c, "two")
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatalf("a silent proxy refused a connection: %v", err)
+	}
+	defer c2.Close()
+	silent(c2, "three")
 	if err := p.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package registrytest checks that a registry.Registry keeps the adapter
-// contract, against the real registry it watches. It is to adapters what
+// contract (stated once, in the package documentation of registry), against
+// the real registry it watches. It is to adapters what
 // testing/fstest.TestFS is to file systems.
 //
 // An adapter author implements Driver for their registry (register a
@@ -23,9 +24,10 @@
 // TestRegistry runs one subtest per clause of the contract, each with a
 // fresh Registry and its own services, named "rt-<subtest>-a", "-b", "-c"
 // in the namespace of WithNamespace. The Driver may also implement
-// Corrupter and Breaker; the subtests that need them are skipped
-// otherwise. A registry reached over TCP gets a Breaker by pointing the
-// adapter at a Proxy (NewProxy) and embedding it in the Driver.
+// Corrupter, Breaker, PartBreaker, Staller and EventLoser; the subtests
+// that need them are skipped otherwise. A registry reached over TCP gets a
+// Breaker by pointing the adapter at a Proxy (NewProxy) and embedding it in
+// the Driver, and a Staller with one more method (Proxy.Silence).
 //
 // What the subtests check:
 //
@@ -51,8 +53,24 @@
 //     picked up again, and the registry was listed again (a Replace) before
 //     Unreachable(nil), unless WithoutRelist; Run stops promptly even
 //     during an outage.
+//   - Degraded (PartBreaker): one part down is reported with
+//     Degraded(part, err), under the part name the driver expects, and not
+//     with Unreachable; no service is lost or changed meanwhile; once the
+//     part is back, Degraded(part, nil) is reported and changes are picked
+//     up again.
+//   - Stalled (Staller): a registry that accepts connections and never
+//     answers is reported with Unreachable(err), so every request must be
+//     bounded by a timeout; no service is lost meanwhile; once it answers,
+//     the registry was listed again (a Replace, unless WithoutRelist),
+//     Unreachable(nil) is reported and the state is right.
+//   - LostEvents (EventLoser): changes the adapter's watch missed are
+//     learnt by listing the registry again, reported with Replace (unless
+//     WithoutRelist), and the watch goes on.
 //   - Cancel: Run returns ctx.Err() promptly after cancellation, also with
 //     a change in flight and with a context cancelled before Run.
+//
+// When the kit times out waiting for a report, the failure message shows
+// the stacks of Run's goroutines: where the adapter waits.
 //
 // And after every Run, in every subtest:
 //
@@ -224,8 +242,9 @@ func AllowRedundantUpdates() Option { return func(o *options) { o.allowRedundant
 
 // WithoutRelist lets an outage end without a Replace, for a registry whose
 // watches survive a reconnect so that no change made meanwhile can be
-// missed (ZooKeeper within its session). Without it, the Unreachable
-// subtest requires a Replace between Unreachable(err) and Unreachable(nil).
+// missed (ZooKeeper within its session). Without it, the Unreachable and
+// Stalled subtests require a Replace between Unreachable(err) and
+// Unreachable(nil), and LostEvents a Replace after the lost events.
 func WithoutRelist() Option { return func(o *options) { o.noRelist = true } }
 
 // TestRegistry checks the Registry that newRegistry returns against the
@@ -286,6 +305,9 @@ func TestRegistry(t *testing.T, newRegistry func(t *testing.T) registry.Registry
 		{"Unreachable", k.testUnreachable},
 		{"UnreachableAtStart", k.testUnreachableAtStart},
 		{"CancelWhileUnreachable", k.testCancelWhileUnreachable},
+		{"Degraded", k.testDegraded},
+		{"Stalled", k.testStalled},
+		{"LostEvents", k.testLostEvents},
 		{"Cancel", k.testCancel},
 	} {
 		t.Run(st.name, func(t *testing.T) {
@@ -302,20 +324,22 @@ type kit struct {
 	filter      *fieldFilter
 }
 
-func (k *kit) corrupter(t *testing.T) Corrupter {
-	c, ok := k.driver.(Corrupter)
+// optional is the kit's driver as the optional interface T (named name), or skips t saying
+// which clauses go unchecked without it.
+func optional[T any](t *testing.T, d Driver, name, unchecked string) T {
+	v, ok := d.(T)
 	if !ok {
-		t.Skipf("the driver (%T) does not implement registrytest.Corrupter: the malformed-record clauses are not checked", k.driver)
+		t.Skipf("the driver (%T) does not implement registrytest.%s: %s", d, name, unchecked)
 	}
-	return c
+	return v
+}
+
+func (k *kit) corrupter(t *testing.T) Corrupter {
+	return optional[Corrupter](t, k.driver, "Corrupter", "the malformed-record clauses are not checked")
 }
 
 func (k *kit) breaker(t *testing.T) Breaker {
-	b, ok := k.driver.(Breaker)
-	if !ok {
-		t.Skipf("the driver (%T) does not implement registrytest.Breaker: the outage clauses are not checked", k.driver)
-	}
-	return b
+	return optional[Breaker](t, k.driver, "Breaker", "the outage clauses are not checked")
 }
 
 // ---------------------------------------------------------------------------
@@ -539,6 +563,8 @@ type scenario struct {
 	absent  map[model.ServiceKey]bool
 	version map[model.ServiceKey]int
 	broken  bool
+	// partBroken: a PartBreaker's part is down, to restore in the cleanup.
+	partBroken bool
 }
 
 // letters are the services a scenario may use.
@@ -555,8 +581,16 @@ func (k *kit) scenario(t *testing.T, slug string) *scenario {
 		s.driverCall("Remove (cleaning up before the subtest)", func(ctx context.Context) error { return k.driver.Remove(ctx, s.key(l)) })
 	}
 	t.Cleanup(func() {
+		if s.partBroken {
+			if err := s.call(k.driver.(PartBreaker).RestorePart); err != nil {
+				t.Errorf("driver RestorePart (cleanup): %v", err)
+				return
+			}
+		}
 		if s.broken {
-			if err := s.call(func(ctx context.Context) error { return k.driver.(Breaker).Restore(ctx) }); err != nil {
+			// A Breaker's or a Staller's Restore.
+			restorer := k.driver.(interface{ Restore(context.Context) error })
+			if err := s.call(restorer.Restore); err != nil {
 				t.Errorf("driver Restore (cleanup): %v", err)
 				return
 			}
@@ -797,7 +831,10 @@ func (r *runner) waitDetail(what string, cond func([]Event, map[model.ServiceKey
 	case <-r.done:
 		why = fmt.Sprintf("Run returned %v while the kit waited for %s: Run must keep running until its context is cancelled, retrying transient errors", r.err, what)
 	default:
-		why = fmt.Sprintf("timed out after %v waiting for %s", r.s.k.o.timeout, what)
+		// What Run's goroutines are doing says where the adapter hangs: a
+		// call without a timeout, a channel no one sends on.
+		why = fmt.Sprintf("timed out after %v waiting for %s\nGoroutines of this Run (it runs under the pprof label %s=%s):\n%s",
+			r.s.k.o.timeout, what, labelKey, r.label, indent([]string{stacks(labelled(r.label, nil))}))
 	}
 	if detail != nil {
 		if d := detail(); d != "" {
@@ -848,8 +885,14 @@ func (r *runner) waitRejected(from int, record string) {
 // index from on and returns its index.
 func (r *runner) waitUnreachable(from int) int {
 	r.s.t.Helper()
+	return r.waitUnreachableWhy(from, "Unreachable(err) once the registry is broken")
+}
+
+// waitUnreachableWhy is waitUnreachable, saying what the kit waits for.
+func (r *runner) waitUnreachableWhy(from int, what string) int {
+	r.s.t.Helper()
 	idx := -1
-	r.wait("Unreachable(err) once the registry is broken", func(events []Event, _ map[model.ServiceKey]model.Service) bool {
+	r.wait(what, func(events []Event, _ map[model.ServiceKey]model.Service) bool {
 		for i := from; i < len(events); i++ {
 			if events[i].Op == OpUnreachable && events[i].Err != nil {
 				idx = i

@@ -40,10 +40,11 @@ const (
 	// 304 with no body, so polling often is cheap.
 	DefaultInterval = time.Second
 
-	// requestTimeout bounds one poll, so that a catalog that accepts the
-	// connection and never answers is reported unreachable rather than
-	// leaving the adapter waiting (and serving silently stale state).
-	requestTimeout = 10 * time.Second
+	// DefaultTimeout bounds one poll unless Config.Timeout says
+	// otherwise, so that a catalog that accepts the connection and never
+	// answers is reported unreachable rather than leaving the adapter
+	// waiting (and serving silently stale state).
+	DefaultTimeout = 10 * time.Second
 
 	// maxListing bounds the body read, so that a misbehaving server
 	// cannot make the adapter allocate without limit.
@@ -57,6 +58,8 @@ type Config struct {
 	URL string
 	// Interval is the time between polls; 0 means DefaultInterval.
 	Interval time.Duration
+	// Timeout bounds one poll; 0 means DefaultTimeout.
+	Timeout time.Duration
 	// Client makes the requests; nil means a client of the adapter's own.
 	// A Client passed in is the caller's: its idle connections are left
 	// open when Run returns.
@@ -71,6 +74,7 @@ type Registry struct {
 	listURL string // <URL>/v1/services
 	source  string // listURL with any password masked, for records and logs
 	every   time.Duration
+	timeout time.Duration
 	client  *http.Client
 	// ownClient is set when the client is the adapter's, whose idle
 	// connections Run closes before returning.
@@ -103,11 +107,17 @@ func New(cfg Config) (*Registry, error) {
 	if cfg.Interval < 0 {
 		return nil, fmt.Errorf("httpcatalog: poll interval %v is negative: give a positive duration such as 1s, or 0 for the default (%v)", cfg.Interval, DefaultInterval)
 	}
-	r := &Registry{every: cfg.Interval, client: cfg.Client, log: cfg.Logger}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("httpcatalog: timeout %v is negative: give a positive duration such as 10s, or 0 for the default (%v)", cfg.Timeout, DefaultTimeout)
+	}
+	r := &Registry{every: cfg.Interval, timeout: cfg.Timeout, client: cfg.Client, log: cfg.Logger}
 	list := u.JoinPath("v1", "services")
 	r.listURL, r.source = list.String(), list.Redacted()
 	if r.every == 0 {
 		r.every = DefaultInterval
+	}
+	if r.timeout == 0 {
+		r.timeout = DefaultTimeout
 	}
 	if r.client == nil {
 		// A transport of our own rather than http.DefaultTransport, so
@@ -191,7 +201,7 @@ func (r *Registry) poll(ctx context.Context, rec *registry.Reconciler, etag stri
 // nil body for a 304, or an error for anything else (a transport error,
 // a timeout, another status).
 func (r *Registry) fetch(ctx context.Context, etag string) (body []byte, newTag string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.listURL, nil)
 	if err != nil {

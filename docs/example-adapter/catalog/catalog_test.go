@@ -23,8 +23,13 @@ import (
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
-// pollInterval is short so that the kit's waits end in milliseconds.
-const pollInterval = 20 * time.Millisecond
+// pollInterval is short so that the kit's waits end in milliseconds;
+// pollTimeout short enough that a stalled catalog is reported well within
+// the kit's wait (registrytest.DefaultTimeout).
+const (
+	pollInterval = 20 * time.Millisecond
+	pollTimeout  = time.Second
+)
 
 // TestConformance runs the SDK's conformance kit against the adapter and
 // a real catalog: an HTTP server on a loopback port, which the kit drives
@@ -33,7 +38,7 @@ func TestConformance(t *testing.T) {
 	cat := startCatalog(t)
 	registrytest.TestRegistry(t,
 		func(t *testing.T) registry.Registry {
-			reg, err := New(Config{URL: cat.baseURL(), Interval: pollInterval, Logger: slog.New(slog.DiscardHandler)})
+			reg, err := New(Config{URL: cat.baseURL(), Interval: pollInterval, Timeout: pollTimeout, Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -80,12 +85,14 @@ type wireInstance struct {
 // catalogServer is the registry of this example: a catalog that keeps its
 // services in memory, in the order they were added (an entry's index in
 // the listing is its position), and serves them with ETags. It implements
-// registrytest.Driver, Corrupter and Breaker; the kit calls them from the
-// test's goroutine only, so only entries, which the handler reads, needs
-// the mutex.
+// registrytest.Driver, Corrupter, Breaker and Staller; the kit calls them
+// from the test's goroutine only, so only entries and the stall, which the
+// handler reads, need the mutex.
 type catalogServer struct {
 	mu      sync.Mutex
 	entries []wireEntry
+	// stalled, while not nil, holds every request until it is closed.
+	stalled chan struct{}
 
 	addr   string // 127.0.0.1:<port>, kept across Break and Restore
 	srv    *http.Server
@@ -96,6 +103,7 @@ var (
 	_ registrytest.Driver    = (*catalogServer)(nil)
 	_ registrytest.Corrupter = (*catalogServer)(nil)
 	_ registrytest.Breaker   = (*catalogServer)(nil)
+	_ registrytest.Staller   = (*catalogServer)(nil)
 )
 
 func startCatalog(t *testing.T) *catalogServer {
@@ -144,8 +152,18 @@ func (c *catalogServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
+	stalled := c.stalled
 	body, err := json.Marshal(c.entries)
 	c.mu.Unlock()
+	if stalled != nil {
+		// Stalled: the request was read and is never answered, until
+		// Restore or the connection's end.
+		select {
+		case <-stalled:
+		case <-r.Context().Done():
+		}
+		return
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -221,10 +239,29 @@ func (c *catalogServer) Break(context.Context) error {
 	return nil
 }
 
-// Restore starts the catalog again on the same address, with its content
-// intact. The port was ours a moment ago; listening again is retried
-// briefly in case the kernel is slow to let it go.
+// Stall makes the catalog accept connections and requests and answer
+// none: what an adapter without a timeout waits on forever.
+func (c *catalogServer) Stall(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stalled = make(chan struct{})
+	return nil
+}
+
+// Restore ends a Stall, or starts the catalog again after a Break on the
+// same address, with its content intact. The port was ours a moment ago;
+// listening again is retried briefly in case the kernel is slow to let it
+// go.
 func (c *catalogServer) Restore(ctx context.Context) error {
+	c.mu.Lock()
+	if c.stalled != nil {
+		close(c.stalled)
+		c.stalled = nil
+	}
+	c.mu.Unlock()
+	if c.srv != nil {
+		return nil // stalled, not broken: still serving
+	}
 	for {
 		lis, err := net.Listen("tcp", c.addr)
 		if err == nil {
@@ -414,6 +451,7 @@ func TestNew(t *testing.T) {
 		{Config{URL: "http://"}, "has no host"},
 		{Config{URL: "http://cat/?x=1"}, "without a query"},
 		{Config{URL: "http://cat", Interval: -time.Second}, "negative"},
+		{Config{URL: "http://cat", Timeout: -time.Second}, "timeout -1s is negative"},
 	} {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("New(%+v) = %v, want an error saying %q", tc.cfg, err, tc.says)

@@ -1,7 +1,7 @@
 // Command galleon-httpcatalog serves the services of an HTTP service
 // catalog (see package catalog) to istiod over MCP.
 //
-// Everything but the two catalog flags (addresses, logging, debouncing,
+// Everything but the catalog's flags (addresses, logging, debouncing,
 // subsets, shutdown) comes from daemon.Main; run with --help for the list.
 // Every flag can also be set as GALLEON_<FLAG> (GALLEON_CATALOG_URL) or in
 // the --config file.
@@ -24,8 +24,7 @@ func main() {
 		Summary:  "serves the services of an HTTP service catalog (GET <url>/v1/services) to istiod",
 		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
 			var cfg catalog.Config
-			fs.StringVar(&cfg.URL, "catalog-url", "", "base URL of the catalog, e.g. http://catalog.example:8080; services are listed from <url>/v1/services (required)")
-			fs.DurationVar(&cfg.Interval, "poll-interval", catalog.DefaultInterval, "time between polls of the catalog (an unchanged catalog answers 304, so polls are cheap)")
+			cfg.AddFlags(fs)
 			return func(env daemon.Env) (registry.Registry, error) {
 				cfg.Logger = env.Logger
 				return catalog.New(cfg)
