@@ -12,7 +12,7 @@
 # Settings (a flag wins over the environment variable):
 #   APPS      (--apps)           applications, default 2000
 #   INSTANCES (--instances)      instances per application, 1-250, default 10
-#   POLL      (--poll)           galleon-eureka's --poll-interval, the churn's period and the full
+#   POLL      (--poll)           galleon-eureka's --eureka-poll-interval, the churn's period and the full
 #                                poller's interval, default 5s (whole seconds)
 #   CHURN     (--churn)          percent of the instances changed per POLL, default 1
 #   POLLS     (--polls)          polls in each CPU window, default 24
@@ -33,7 +33,7 @@
 #      check, within 30 s), then every 30 s; CHURN% of them registered again with a new metadata
 #      value per POLL, spread evenly (one MODIFIED entry of /apps/delta each); it reports every POLL;
 #   3. window B1, once the churn has filled a delta window: POLLS x POLL with no poller;
-#   4. galleon-eureka starts (--poll-interval POLL, --eureka-delta-window 60s, --log-level debug):
+#   4. galleon-eureka starts (--eureka-poll-interval POLL, --eureka-delta-window 60s, --log-level debug):
 #      start -> /readyz 200, its first full fetch;
 #   5. window A: POLLS polls of galleon-eureka, from its metrics (wire and decoded bytes, requests,
 #      fetch time) and /proc (its VmRSS and VmHWM);
@@ -365,7 +365,7 @@ GE_LOG=$LOG_DIR/galleon-eureka.log
 for attempt in 1 2 3; do
 	GE_XDS=127.0.0.1:$(free_port)
 	GE_HTTP=127.0.0.1:$(free_port)
-	args=(--eureka-urls "$EUREKA_URL" --poll-interval "$POLL" --eureka-delta-window 60s
+	args=(--eureka-urls "$EUREKA_URL" --eureka-poll-interval "$POLL" --eureka-delta-window 60s
 		--listen "$GE_XDS" --http "$GE_HTTP" --log-level debug "${EXTRA_ARGS[@]}")
 	say "galleon-eureka ${args[*]}"
 	t0=$(now)

@@ -128,12 +128,13 @@ start_server() {
 	for attempt in 1 2 3; do
 		SERVER_XDS=127.0.0.1:$(free_port)
 		SERVER_HTTP=127.0.0.1:$(free_port)
-		args=(--dir "$REG_DIR" --listen "$SERVER_XDS" --http "$SERVER_HTTP" "${DEBOUNCE_ARGS[@]}")
+		args=(--listen "$SERVER_XDS" --http "$SERVER_HTTP" "${DEBOUNCE_ARGS[@]}")
 		if [[ $name == peer ]]; then
 			bin=$BIN_DIR/galleon-peer
-			args+=(--type "$MCP_TYPE")
+			args+=(--dir "$REG_DIR" --type "$MCP_TYPE")
 		else
 			bin=$BIN_DIR/galleon-file
+			args+=(--file-dir "$REG_DIR")
 		fi
 		say "${SERVER_PIN[*]}${SERVER_PIN[*]:+ }$(basename "$bin") ${args[*]}"
 		t0=$(now)

@@ -104,10 +104,12 @@ for ((run = 1; run <= RUNS; run++)); do
 	row="| $run |"
 	for build in "${BUILDS[@]}"; do
 		bin=$BIN_DIR/galleon-file
-		[[ $build == base ]] && bin=$BIN_DIR/base/galleon-file
+		# --dir is --file-dir's name before issue 28: the one a base build of any age knows.
+		dir_flag=--file-dir
+		[[ $build == base ]] && bin=$BIN_DIR/base/galleon-file dir_flag=--dir
 		log=$LOG_DIR/galleon-file-$build-$run.log
 		t0=$(now)
-		spawn SERVER_PID "$log" . "${PIN_CMD[@]}" "$bin" --dir "$REG_DIR" \
+		spawn SERVER_PID "$log" . "${PIN_CMD[@]}" "$bin" "$dir_flag" "$REG_DIR" \
 			--listen "127.0.0.1:$(free_port)" --http "127.0.0.1:$(free_port)" --log-format json
 		ready=''
 		for ((i = 0; i < 1200; i++)); do

@@ -85,7 +85,7 @@ wait_line() {
 
 step "start galleon-file and the floor"
 FILE_XDS=127.0.0.1:$(free_port)
-spawn FILE_PID "$LOG_DIR/galleon-file.log" . "${SERVER_PIN[@]}" "$BIN_DIR/galleon-file" --dir "$REG_DIR" \
+spawn FILE_PID "$LOG_DIR/galleon-file.log" . "${SERVER_PIN[@]}" "$BIN_DIR/galleon-file" --file-dir "$REG_DIR" \
 	--listen "$FILE_XDS" --http "127.0.0.1:$(free_port)" --log-format json
 SERVER_PID=$FILE_PID
 wait_line "$FILE_PID" "$LOG_DIR/galleon-file.log" '"msg":"ready: ' galleon-file

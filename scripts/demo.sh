@@ -733,7 +733,7 @@ while IFS= read -r v; do daemon_env+=(-u "$v"); done < <(compgen -e | grep -E '^
 for attempt in 1 2 3; do
 	GALLEON_XDS=127.0.0.1:$(free_port)
 	GALLEON_HTTP=127.0.0.1:$(free_port)
-	spawn GALLEON_PID "$GALLEON_LOG" "${daemon_env[@]}" "$BIN_DIR/galleon-file" --dir "$REG_DIR" \
+	spawn GALLEON_PID "$GALLEON_LOG" "${daemon_env[@]}" "$BIN_DIR/galleon-file" --file-dir "$REG_DIR" \
 		--listen "$GALLEON_XDS" --http "$GALLEON_HTTP" --shutdown-grace 1s
 	galleon_ready() { http_get "$GALLEON_HTTP" /readyz >/dev/null && port_in_use "${GALLEON_XDS##*:}"; }
 	wait_for 20 "galleon-file ready" galleon_ready && break
@@ -1233,9 +1233,9 @@ t0=$(now)
 for attempt in 1 2 3; do
 	GEUREKA_XDS=127.0.0.1:$(free_port)
 	GEUREKA_HTTP=127.0.0.1:$(free_port)
-	say "\$ galleon-eureka --eureka-urls http://$EUREKA_A/eureka,http://$EUREKA_B/eureka --poll-interval 500ms --debounce-quiet 20ms --listen $GEUREKA_XDS --http $GEUREKA_HTTP"
+	say "\$ galleon-eureka --eureka-urls http://$EUREKA_A/eureka,http://$EUREKA_B/eureka --eureka-poll-interval 500ms --debounce-quiet 20ms --listen $GEUREKA_XDS --http $GEUREKA_HTTP"
 	spawn GEUREKA_PID "$GEUREKA_LOG" "${daemon_env[@]}" "$BIN_DIR/galleon-eureka" \
-		--eureka-urls "http://$EUREKA_A/eureka,http://$EUREKA_B/eureka" --poll-interval 500ms \
+		--eureka-urls "http://$EUREKA_A/eureka,http://$EUREKA_B/eureka" --eureka-poll-interval 500ms \
 		--debounce-quiet 20ms --listen "$GEUREKA_XDS" --http "$GEUREKA_HTTP" --shutdown-grace 1s
 	geureka_ready() { http_get "$GEUREKA_HTTP" /readyz >/dev/null && port_in_use "${GEUREKA_XDS##*:}"; }
 	wait_for 20 "galleon-eureka ready (it has fetched /eureka/apps from $EUREKA_A)" geureka_ready && break

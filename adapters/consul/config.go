@@ -6,18 +6,21 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"text/template"
+	"text/template/parse"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // Defaults of Config. Each is explained where it is used.
 const (
-	DefaultHostTemplate      = "{{.Service}}.service.consul"
+	DefaultHostTemplate      = "{{.Name}}.service.consul"
 	DefaultNamespace         = "consul"
 	DefaultWait              = time.Minute
 	DefaultFetchConcurrency  = 8
@@ -96,8 +99,9 @@ type Config struct {
 	Wait time.Duration
 
 	// HostTemplate renders a service's host (Go text/template with
-	// {{.Service}}, {{.Datacenter}}, {{.Namespace}}, {{.Partition}}).
-	// Default "{{.Service}}.service.consul".
+	// {{.Name}}, the service's name, {{.Datacenter}}, {{.Namespace}},
+	// {{.Partition}}; {{.Service}}, the name too, is its older spelling).
+	// Default "{{.Name}}.service.consul".
 	HostTemplate string
 	// Namespace of the ServiceEntries (default "consul"), unless
 	// NamespaceMetaKey names a service meta key that carries one.
@@ -139,6 +143,8 @@ type Config struct {
 	// DatacenterRefresh is how often the list of datacenters is read
 	// again with Datacenters = all (default 1m).
 	DatacenterRefresh time.Duration
+	// allDatacenters is --consul-all-datacenters: Datacenters = all.
+	allDatacenters bool
 	// RetryMin and RetryMax bound the jittered exponential backoff after a
 	// failed request (default 250ms and 2s: a returning agent is used within
 	// about a second, and a few requests a second to an agent that is down
@@ -154,6 +160,9 @@ type Config struct {
 
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg Config) withDefaults() Config {
+	if cfg.allDatacenters {
+		cfg.Datacenters = []string{AllDatacenters}
+	}
 	if cfg.Consistency == "" {
 		cfg.Consistency = ConsistencyDefault
 	}
@@ -204,38 +213,38 @@ func (cfg Config) Validate() error {
 	switch cfg.Consistency {
 	case ConsistencyDefault, ConsistencyStale, ConsistencyConsistent:
 	default:
-		add("--consistency %q: want default, stale or consistent", cfg.Consistency)
+		add("--%s %q: want default, stale or consistent", flagConsistency, cfg.Consistency)
 	}
 	if cfg.Wait < time.Second || cfg.Wait > maxWait {
-		add("--wait %v: want a duration from 1s to 10m (Consul caps blocking queries at 10m)", cfg.Wait)
+		add("--%s %v: want a duration from 1s to 10m (Consul caps blocking queries at 10m)", flagWait, cfg.Wait)
 	}
 	if _, err := parseHostTemplate(cfg.HostTemplate); err != nil {
-		add("--host-template: %v", err)
+		add("--%s: %v", flagHostTemplate, err)
 	}
-	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
-		add("--namespace %q: want a DNS-1123 label (lower case letters, digits and '-')", cfg.Namespace)
+	if err := model.CheckNamespace(cfg.Namespace); err != nil {
+		add("--%s %v", flagNamespace, err)
 	}
-	if cfg.AddressSource != AddressService && !contains(taggedAddresses(), cfg.AddressSource) {
-		add("--address-source %q: want service or a tagged address (%s)", cfg.AddressSource, strings.Join(taggedAddresses(), ", "))
+	if cfg.AddressSource != AddressService && !slices.Contains(taggedAddresses(), cfg.AddressSource) {
+		add("--%s %q: want service or a tagged address (%s)", flagAddressSource, cfg.AddressSource, strings.Join(taggedAddresses(), ", "))
 	}
 	if cfg.FetchConcurrency < 1 || cfg.FetchConcurrency > 64 {
-		add("--fetch-concurrency %d: want 1 to 64 (each is an HTTP connection; Consul allows 200 per client by default)", cfg.FetchConcurrency)
+		add("--%s %d: want 1 to 64 (each is an HTTP connection; Consul allows 200 per client by default)", flagFetchConcurrency, cfg.FetchConcurrency)
 	}
 	if cfg.Resync < time.Second {
-		add("--resync %v: want at least 1s", cfg.Resync)
+		add("--%s %v: want at least 1s", flagRelistInterval, cfg.Resync)
 	}
 	if cfg.SweepInterval < 0 {
-		add("--sweep-interval %v: want a positive duration", cfg.SweepInterval)
+		add("--%s %v: want a positive duration", flagSweepInterval, cfg.SweepInterval)
 	}
 	if cfg.ServiceWatches < 0 || cfg.ServiceWatches > MaxServiceWatches {
-		add("--service-watches %d: want 0 (none) to %d (each 250 take one of the 200 connections the agent allows a client)", cfg.ServiceWatches, MaxServiceWatches)
+		add("--%s %d: want 0 (none) to %d (each 250 take one of the 200 connections the agent allows a client)", flagServiceWatches, cfg.ServiceWatches, MaxServiceWatches)
 	} else if cfg.ServiceWatches > 0 {
 		if ac, err := apiConfig(cfg); err == nil && !usesHTTPS(ac) {
-			add("--service-watches %d: needs the agent's HTTPS listener, where the watches share connections over HTTP/2 (give --consul-address https://HOST:8501 and --ca-file); over plain HTTP each would take one of the 200 connections the agent allows a client", cfg.ServiceWatches)
+			add("--%s %d: needs the agent's HTTPS listener, where the watches share connections over HTTP/2 (give --%s https://HOST:8501 and --%s); over plain HTTP each would take one of the 200 connections the agent allows a client", flagServiceWatches, cfg.ServiceWatches, flagAddress, flagTLSCA)
 		}
 	}
 	if cfg.DatacenterRefresh < time.Second {
-		add("--datacenter-refresh %v: want at least 1s", cfg.DatacenterRefresh)
+		add("--%s %v: want at least 1s", flagDatacenterRefresh, cfg.DatacenterRefresh)
 	}
 	if cfg.RetryMin <= 0 || cfg.RetryMax < cfg.RetryMin {
 		add("retry backoff %v..%v: want 0 < min <= max", cfg.RetryMin, cfg.RetryMax)
@@ -243,25 +252,25 @@ func (cfg Config) Validate() error {
 	for _, dc := range cfg.Datacenters {
 		switch {
 		case dc == AllDatacenters && len(cfg.Datacenters) > 1:
-			add("--datacenters: %q must stand alone (it means every datacenter)", AllDatacenters)
+			add("--%s: %q must stand alone (it means every datacenter)", flagDatacenters, AllDatacenters)
 		case dc == "" || strings.ContainsAny(dc, " /?&#"):
-			add("--datacenters: %q is not a datacenter name", dc)
+			add("--%s: %q is not a datacenter name", flagDatacenters, dc)
 		}
 	}
 	for _, e := range cfg.ExportTo {
 		if e != "." && e != "*" && model.DNSLabel(e) != e {
-			add("--export-to %q: want \".\", \"*\" or a namespace name", e)
+			add("--%s %q: want \".\", \"*\" or a namespace name", flagExportTo, e)
 		}
 	}
 	if cfg.TokenFile != "" {
 		if _, err := os.ReadFile(cfg.TokenFile); err != nil {
-			add("--token-file: %v", err)
+			add("--%s: %v", flagTokenFile, err)
 		}
 	}
 	if (cfg.CertFile == "") != (cfg.KeyFile == "") {
-		add("--cert-file and --key-file go together: give both for mutual TLS, or neither")
+		add("--%s and --%s go together: give both for mutual TLS, or neither", flagTLSCert, flagTLSKey)
 	}
-	for _, f := range []struct{ flag, path string }{{"ca-file", cfg.CAFile}, {"cert-file", cfg.CertFile}, {"key-file", cfg.KeyFile}} {
+	for _, f := range []struct{ flag, path string }{{flagTLSCA, cfg.CAFile}, {flagTLSCert, cfg.CertFile}, {flagTLSKey, cfg.KeyFile}} {
 		if f.path == "" {
 			continue
 		}
@@ -274,27 +283,69 @@ func (cfg Config) Validate() error {
 
 // hostData is what HostTemplate is executed with.
 type hostData struct {
+	// Name is the Consul service's name; Service is the same, under the
+	// name templates used before issue 28 (see usesServiceField).
+	Name       string
 	Service    string
 	Datacenter string
 	Namespace  string
 	Partition  string
 }
 
+func newHostData(name, dc, ns, partition string) hostData {
+	return hostData{Name: name, Service: name, Datacenter: dc, Namespace: ns, Partition: partition}
+}
+
+// parseHostTemplate parses HostTemplate and renders a sample, so that a
+// template referring to an unknown field fails at start, not on the first
+// service.
 func parseHostTemplate(text string) (*template.Template, error) {
-	t, err := template.New("host").Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, err
+	return registry.ParseHostTemplate(text, newHostData("web", "dc1", "default", "default"))
+}
+
+// usesServiceField reports whether the template reads {{.Service}}, the
+// old name of {{.Name}}: New warns once, so that operators move on.
+func usesServiceField(t *template.Template) bool {
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil && mentionsField(tt.Tree.Root, "Service") {
+			return true
+		}
 	}
-	// Render a sample so that a template referring to an unknown field
-	// fails at start, not on the first service.
-	var b bytes.Buffer
-	if err := t.Execute(&b, hostData{Service: "web", Datacenter: "dc1", Namespace: "default", Partition: "default"}); err != nil {
-		return nil, err
+	return false
+}
+
+// mentionsField walks a template's parse tree for a field (.Field, or
+// $x.Field) named field.
+func mentionsField(n parse.Node, field string) bool {
+	switch n := n.(type) {
+	case *parse.FieldNode:
+		return slices.Contains(n.Ident, field)
+	case *parse.VariableNode:
+		return slices.Contains(n.Ident[1:], field)
+	case *parse.ChainNode:
+		return slices.Contains(n.Field, field) || mentionsField(n.Node, field)
+	case *parse.ListNode:
+		return n != nil && slices.ContainsFunc(n.Nodes, func(c parse.Node) bool { return mentionsField(c, field) })
+	case *parse.ActionNode:
+		return mentionsField(n.Pipe, field)
+	case *parse.PipeNode:
+		return n != nil && slices.ContainsFunc(n.Cmds, func(c *parse.CommandNode) bool { return mentionsField(c, field) })
+	case *parse.CommandNode:
+		return slices.ContainsFunc(n.Args, func(c parse.Node) bool { return mentionsField(c, field) })
+	case *parse.IfNode:
+		return branchMentions(&n.BranchNode, field)
+	case *parse.RangeNode:
+		return branchMentions(&n.BranchNode, field)
+	case *parse.WithNode:
+		return branchMentions(&n.BranchNode, field)
+	case *parse.TemplateNode:
+		return mentionsField(n.Pipe, field)
 	}
-	if model.HostName(b.String()) == "" {
-		return nil, fmt.Errorf("%q renders %q for service web, which is not a host name", text, b.String())
-	}
-	return t, nil
+	return false
+}
+
+func branchMentions(b *parse.BranchNode, field string) bool {
+	return mentionsField(b.Pipe, field) || mentionsField(b.List, field) || mentionsField(b.ElseList, field)
 }
 
 // perDatacenterHosts reports whether the template gives different hosts in
@@ -303,17 +354,8 @@ func parseHostTemplate(text string) (*template.Template, error) {
 func perDatacenterHosts(t *template.Template) bool {
 	render := func(dc string) string {
 		var b bytes.Buffer
-		_ = t.Execute(&b, hostData{Service: "web", Datacenter: dc, Namespace: "default", Partition: "default"})
+		_ = t.Execute(&b, newHostData("web", dc, "default", "default"))
 		return b.String()
 	}
 	return render("dc-a") != render("dc-b")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

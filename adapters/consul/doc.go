@@ -12,12 +12,13 @@
 //   - /v1/catalog/services (names and tags) says which services appeared,
 //     disappeared or changed tags;
 //   - /v1/health/state/critical and /v1/health/state/warning list the
-//     failing checks, from Consul's status index (about a millisecond at
-//     50,000 checks): a check that enters or leaves either set is a health
-//     flip (or a failing check created or deleted), and names its service,
-//     or for a node check every service on the node. Their responses are
-//     as small as the sets of failing checks, not the 16 MiB of all 50,000
-//     checks at 10,000 services x 5 instances. They start from a listing of
+//     failing checks, from Consul's status index (fast whatever the
+//     number of checks): a check that enters or leaves either set is a
+//     health flip (or a failing check created or deleted), and names its
+//     service, or for a node check every service on the node. Their
+//     responses are as small as the sets of failing checks, not a listing
+//     of every check (see docs/benchmarks.md, "Consul adapter at 10,000
+//     services x 5 instances", TestScale). They start from a listing of
 //     every check, read once per (re)start.
 //
 // Only the services a signal names are fetched, with

@@ -87,7 +87,7 @@ func (r *running) requests(t *testing.T) float64 {
 
 // caused is requests without the blocking queries that ran out their wait
 // with nothing changed: those answer the passing of time, not a change
-// (with --service-watches, one per service every --wait).
+// (with --consul-service-watches, one per service every --consul-wait).
 func (r *running) caused(t *testing.T) float64 {
 	t.Helper()
 	return r.requests(t) - r.counter(t, "galleon_consul_blocking_wakeups_total", "outcome", "unchanged")
@@ -622,7 +622,7 @@ func TestScale(t *testing.T) {
 		t.Skip("set GALLEON_CONSUL_SCALE=<services> to run")
 	}
 	// GALLEON_CONSUL_SCALE_WATCHES=1: every service watched on its own
-	// (--service-watches), over HTTP/2 on the agent's HTTPS listener.
+	// (--consul-service-watches), over HTTP/2 on the agent's HTTPS listener.
 	watches := os.Getenv("GALLEON_CONSUL_SCALE_WATCHES") == "1"
 	opts := consultest.Options{}
 	var pki testpki.Files
@@ -747,8 +747,8 @@ func TestScale(t *testing.T) {
 	if bin := os.Getenv("GALLEON_CONSUL_BINARY"); bin != "" {
 		var flags []string
 		if watches {
-			flags = []string{"--consul-address", "https://" + a.HTTPSAddr, "--ca-file", pki.CA, "--tls-server-name", "localhost",
-				"--service-watches", fmt.Sprint(consul.MaxServiceWatches)}
+			flags = []string{"--consul-address", "https://" + a.HTTPSAddr, "--consul-tls-ca", pki.CA, "--consul-tls-server-name", "localhost",
+				"--consul-service-watches", fmt.Sprint(consul.MaxServiceWatches)}
 		}
 		scaleRSS(t, bin, a, n, flags...)
 	}

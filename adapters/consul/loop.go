@@ -58,6 +58,34 @@ func (w *watch) loop() {
 	for range w.cfg.FetchConcurrency {
 		w.goFunc(w.worker)
 	}
+	w.startDatacenters()
+	w.sweepTimer = time.NewTimer(time.Hour)
+	w.sweepTimer.Stop()
+	defer w.sweepTimer.Stop()
+	relist := time.NewTicker(w.cfg.Resync)
+	defer relist.Stop()
+
+	for {
+		work, next := w.nextJob()
+		select {
+		case <-w.ctx.Done():
+			return
+		case work <- next:
+			w.dispatched(next)
+		case ev := <-w.events:
+			ev.apply(w)
+		case <-w.sweepTimer.C:
+			w.onSweepTimer()
+		case <-relist.C:
+			w.onRelist()
+		}
+		w.flush()
+	}
+}
+
+// startDatacenters watches the configured datacenters, or follows the
+// list of every datacenter the agent knows.
+func (w *watch) startDatacenters() {
 	switch {
 	case len(w.cfg.Datacenters) == 1 && w.cfg.Datacenters[0] == AllDatacenters:
 		w.goFunc(w.followDatacenters)
@@ -70,46 +98,45 @@ func (w *watch) loop() {
 			w.addDC(dc, "start")
 		}
 	}
-	w.sweepTimer = time.NewTimer(time.Hour)
-	w.sweepTimer.Stop()
-	defer w.sweepTimer.Stop()
-	resync := time.NewTicker(w.cfg.Resync)
-	defer resync.Stop()
+}
 
-	for {
-		var work chan job
-		var next job
-		if len(w.queue) > 0 && w.idle > 0 {
-			k := w.queue[0]
-			d := w.dcs[k.dc]
-			next = job{key: k, probe: !w.pending[k], gen: d.gen, ctx: d.ctx}
-			work = w.work
+// nextJob returns the work channel and the job at the head of the queue
+// when a worker is idle, else a nil channel (no job offered).
+func (w *watch) nextJob() (chan job, job) {
+	if len(w.queue) == 0 || w.idle == 0 {
+		return nil, job{}
+	}
+	k := w.queue[0]
+	d := w.dcs[k.dc]
+	return w.work, job{key: k, probe: !w.pending[k], gen: d.gen, ctx: d.ctx}
+}
+
+// dispatched records that a worker took next, the queue's head.
+func (w *watch) dispatched(next job) {
+	w.queue = w.queue[1:]
+	delete(w.pending, next.key)
+	w.inflight[next.key] = true
+	w.idle--
+}
+
+// onSweepTimer sweeps the datacenters whose unattributed catalog changes
+// waited for the sweep interval.
+func (w *watch) onSweepTimer() {
+	for _, d := range w.dcs {
+		if d.sweepDue {
+			d.sweepDue = false
+			w.sweep(d, "unattributed")
 		}
-		select {
-		case <-w.ctx.Done():
-			return
-		case work <- next:
-			w.queue = w.queue[1:]
-			delete(w.pending, next.key)
-			w.inflight[next.key] = true
-			w.idle--
-		case ev := <-w.events:
-			ev.apply(w)
-		case <-w.sweepTimer.C:
-			for _, d := range w.dcs {
-				if d.sweepDue {
-					d.sweepDue = false
-					w.sweep(d, "unattributed")
-				}
-			}
-		case <-resync.C:
-			for _, d := range w.dcs {
-				if d.listed {
-					w.startSweep(d, "periodic")
-				}
-			}
+	}
+}
+
+// onRelist starts the periodic sweep (Config.Resync) of every listed
+// datacenter.
+func (w *watch) onRelist() {
+	for _, d := range w.dcs {
+		if d.listed {
+			w.startSweep(d, "periodic")
 		}
-		w.flush()
 	}
 }
 

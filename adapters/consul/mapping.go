@@ -119,9 +119,28 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 			return nil, nil
 		}
 	}
-	svcName := model.DNSLabel(name)
+	svcName, host, err := m.names(dc, name, entries)
+	if err != nil {
+		return nil, []rejection{{recordName(dc, name, "", ""), err}}
+	}
+	p := &part{dc: dc, consulName: name, host: host}
+	rejected := m.mapInstances(p, entries)
+	if len(p.instances) == 0 {
+		return nil, rejected
+	}
+	namespace, exportTo, external := m.serviceSettings(dc, p.instances, entries)
+	p.key = model.ServiceKey{Namespace: namespace, Name: svcName}
+	p.external = external
+	p.exportTo = slices.Clone(exportTo)
+	return p, rejected
+}
+
+// names returns the ServiceEntry's name and host for service name in dc,
+// or the rejection of the whole service.
+func (m *mapper) names(dc, name string, entries []*api.ServiceEntry) (svcName, host string, err error) {
+	svcName = model.DNSLabel(name)
 	if svcName == "" {
-		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "service name %q has nothing left after sanitising to a DNS-1123 label", name)}}
+		return "", "", malformedf(reasonName, "service name %q has nothing left after sanitising to a DNS-1123 label", name)
 	}
 	if m.hostPerDC {
 		svcName = model.DNSLabel(svcName + "-" + dc)
@@ -136,22 +155,26 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 		}
 	}
 	var b bytes.Buffer
-	if err := m.host.Execute(&b, hostData{Service: name, Datacenter: dc, Namespace: consulNS, Partition: partition}); err != nil {
+	if err := m.host.Execute(&b, newHostData(name, dc, consulNS, partition)); err != nil {
 		// Counted as other: what fails may be the template as much as
 		// the record it renders.
-		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonOther, "--host-template: %w", err)}}
+		return "", "", malformedf(reasonOther, "--%s: %w", flagHostTemplate, err)
 	}
-	host := model.HostName(b.String())
+	host = model.HostName(b.String())
 	if host == "" {
-		return nil, []rejection{{recordName(dc, name, "", ""), malformedf(reasonName, "--host-template renders %q, which is not a host name", b.String())}}
+		return "", "", malformedf(reasonName, "--%s renders %q, which is not a host name", flagHostTemplate, b.String())
 	}
+	return svcName, host, nil
+}
 
-	p := &part{dc: dc, consulName: name, host: host}
+// mapInstances maps every entry into p's instances (sorted by ID) and
+// ports (sorted by number), and returns the entries rejected.
+func (m *mapper) mapInstances(p *part, entries []*api.ServiceEntry) []rejection {
 	var rejected []rejection
 	protoByPort := map[uint32]model.Protocol{}
 	protoFrom := map[uint32]string{} // port -> ID of the instance that chose its protocol
 	for _, e := range entries {
-		inst, port, proto, err := m.mapInstance(dc, e)
+		inst, port, proto, err := m.mapInstance(p.dc, e)
 		if err != nil {
 			node, id := "", ""
 			if e.Node != nil {
@@ -160,7 +183,7 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 			if e.Service != nil {
 				id = e.Service.ID
 			}
-			rejected = append(rejected, rejection{recordName(dc, name, id, node), err})
+			rejected = append(rejected, rejection{recordName(p.dc, p.consulName, id, node), err})
 			continue
 		}
 		p.instances = append(p.instances, inst)
@@ -172,27 +195,28 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 			protoByPort[port] = proto
 		}
 	}
-	if len(p.instances) == 0 {
-		return nil, rejected
-	}
 	slices.SortFunc(p.instances, func(a, b model.Instance) int { return strings.Compare(a.ID, b.ID) })
 	for port, proto := range protoByPort {
 		p.ports = append(p.ports, model.Port{Number: port, Protocol: proto})
 	}
 	p.ports = model.SortedPorts(p.ports)
+	return rejected
+}
 
-	// Service-wide settings carried by instance meta come from the
-	// smallest instance ID that has them, for the same reason.
-	namespace := m.cfg.Namespace
-	exportTo := m.cfg.ExportTo
-	var nsFound, exportFound, external bool
+// serviceSettings reads the service-wide settings instance meta carries
+// (namespace, exportTo, external) over the mapped instances, sorted by ID:
+// each comes from the smallest instance ID that has it, deterministic
+// whatever the order Consul lists them in.
+func (m *mapper) serviceSettings(dc string, instances []model.Instance, entries []*api.ServiceEntry) (namespace string, exportTo []string, external bool) {
+	namespace, exportTo = m.cfg.Namespace, m.cfg.ExportTo
+	var nsFound, exportFound bool
 	byID := make(map[string]*api.ServiceEntry, len(entries))
 	for _, e := range entries {
 		if e.Service != nil && e.Node != nil {
 			byID[instanceID(dc, e.Node.Node, e.Service.ID)] = e
 		}
 	}
-	for _, inst := range p.instances {
+	for _, inst := range instances {
 		meta := byID[inst.ID].Service.Meta
 		if v := meta[m.cfg.NamespaceMetaKey]; m.cfg.NamespaceMetaKey != "" && v != "" && !nsFound {
 			if ns := model.DNSLabel(v); ns != "" {
@@ -206,10 +230,7 @@ func (m *mapper) mapService(dc, name string, entries []*api.ServiceEntry) (*part
 			external = true
 		}
 	}
-	p.key = model.ServiceKey{Namespace: namespace, Name: svcName}
-	p.external = external
-	p.exportTo = slices.Clone(exportTo)
-	return p, rejected
+	return namespace, exportTo, external
 }
 
 func instanceID(dc, node, serviceID string) string { return dc + "/" + node + "/" + serviceID }

@@ -189,7 +189,7 @@ func TestMapServiceRules(t *testing.T) {
 			check: wantHealth(model.Healthy, model.Unhealthy, model.Unhealthy, model.Draining, model.Unhealthy, model.Draining),
 		},
 		{
-			name: "health: --include-warning serves warning",
+			name: "health: --consul-include-warning serves warning",
 			cfg:  Config{IncludeWarning: true},
 			entries: []*api.ServiceEntry{
 				entry("n1", "10.0.0.1", "a", 80, withCheck("service:a", api.HealthWarning)),
@@ -231,7 +231,7 @@ func TestMapServiceRules(t *testing.T) {
 		},
 		{
 			name:    "host template",
-			cfg:     Config{HostTemplate: "{{.Service}}.{{.Namespace}}.mesh"},
+			cfg:     Config{HostTemplate: "{{.Name}}.{{.Namespace}}.mesh"},
 			entries: []*api.ServiceEntry{entry("n1", "10.0.0.1", "a", 80, func(e *api.ServiceEntry) { e.Service.Namespace = "team" })},
 			check: func(t *testing.T, svc model.Service) {
 				if !reflect.DeepEqual(svc.Hosts, []string{"web.team.mesh"}) || svc.Name != "web" {
@@ -386,18 +386,18 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		cfg  Config
 		flag string
 	}{
-		{Config{Consistency: "eventual"}, "--consistency"},
-		{Config{Wait: 11 * 60e9}, "--wait"},
-		{Config{HostTemplate: "{{.Nope}}"}, "--host-template"},
-		{Config{HostTemplate: "{{"}, "--host-template"},
+		{Config{Consistency: "eventual"}, "--consul-consistency"},
+		{Config{Wait: 11 * 60e9}, "--consul-wait"},
+		{Config{HostTemplate: "{{.Nope}}"}, "--consul-host-template"},
+		{Config{HostTemplate: "{{"}, "--consul-host-template"},
 		{Config{Namespace: "Not_A_Label"}, "--namespace"},
-		{Config{AddressSource: "public"}, "--address-source"},
-		{Config{FetchConcurrency: 500}, "--fetch-concurrency"},
-		{Config{Datacenters: []string{"all", "dc1"}}, "--datacenters"},
-		{Config{ExportTo: []string{"Bad NS"}}, "--export-to"},
-		{Config{TokenFile: "/nonexistent/token"}, "--token-file"},
-		{Config{CertFile: "/x"}, "--cert-file and --key-file"},
-		{Config{CAFile: "/nonexistent/ca.pem"}, "--ca-file"},
+		{Config{AddressSource: "public"}, "--consul-address-source"},
+		{Config{FetchConcurrency: 500}, "--consul-fetch-concurrency"},
+		{Config{Datacenters: []string{"all", "dc1"}}, "--consul-datacenters"},
+		{Config{ExportTo: []string{"Bad NS"}}, "--consul-export-to"},
+		{Config{TokenFile: "/nonexistent/token"}, "--consul-token-file"},
+		{Config{CertFile: "/x"}, "--consul-tls-cert and --consul-tls-key"},
+		{Config{CAFile: "/nonexistent/ca.pem"}, "--consul-tls-ca"},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()
@@ -420,7 +420,7 @@ func TestTokenFileIsReadAgainWhenItChanges(t *testing.T) {
 	write("first\n")
 	ts := newTokenSource("flag-token", path, "env-token", "")
 	if got := ts.token(); got != "first" {
-		t.Fatalf("token %q, want first (the file wins over --token)", got)
+		t.Fatalf("token %q, want first (the file wins over --consul-token)", got)
 	}
 	write("second-longer\n")
 	if got := ts.token(); got != "second-longer" {

@@ -7,7 +7,9 @@ import (
 )
 
 // metrics are the adapter's own; the core's (unreachable, records
-// rejected, services served) are on the same /metrics page.
+// rejected, services served) are on the same /metrics page. Records
+// rejected are the core's alone: galleon_registry_records_rejected_total
+// counts them by the reason the mapping gives (see rejection.go).
 type metrics struct {
 	requests    *prometheus.CounterVec
 	wakeups     *prometheus.CounterVec
@@ -15,7 +17,6 @@ type metrics struct {
 	resyncs     *prometheus.CounterVec
 	sweeps      *prometheus.CounterVec
 	listings    prometheus.Counter
-	rejected    *prometheus.CounterVec
 	lastContact *prometheus.GaugeVec
 	stale       *prometheus.GaugeVec
 	bodyBytes   *prometheus.CounterVec
@@ -51,10 +52,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "galleon_consul_check_listings_total",
 			Help: "Non-blocking listings of every check, read to attribute a catalog change that changed no name or tag (a checked instance registered or deregistered) to its service.",
 		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "galleon_consul_records_rejected_total",
-			Help: "Consul records skipped as malformed, by reason (address, port, name, other).",
-		}, []string{"reason"}),
 		lastContact: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "galleon_consul_last_success_timestamp_seconds",
 			Help: "Unix time of the last successful request to each datacenter.",
@@ -73,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		serviceWatches: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_consul_service_watches",
-			Help: "Services followed by a blocking query of their own (--service-watches).",
+			Help: "Services followed by a blocking query of their own (--" + flagServiceWatches + ").",
 		}),
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_consul_connections",
@@ -81,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.listings, m.rejected, m.lastContact, m.stale, m.bodyBytes, m.wireBytes, m.serviceWatches, m.connections)
+		reg.MustRegister(m.requests, m.wakeups, m.refetched, m.resyncs, m.sweeps, m.listings, m.lastContact, m.stale, m.bodyBytes, m.wireBytes, m.serviceWatches, m.connections)
 	}
 	return m
 }

@@ -31,7 +31,11 @@ func New(cfg Config) (*Registry, error) {
 	cfg = cfg.withDefaults()
 	mp, err := newMapper(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("consul registry: --host-template: %w", err)
+		return nil, fmt.Errorf("consul registry: --%s: %w", flagHostTemplate, err)
+	}
+	if usesServiceField(mp.host) {
+		cfg.Logger.Warn("the host template reads {{.Service}}, the old name of {{.Name}} (the service's name): it works the same, but write {{.Name}}",
+			"flag", "--"+flagHostTemplate, "template", cfg.HostTemplate)
 	}
 	if _, err := apiConfig(cfg); err != nil {
 		return nil, fmt.Errorf("consul registry: %w", err)
@@ -52,7 +56,7 @@ func (r *Registry) Run(ctx context.Context, sink registry.Sink) error {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watch{
 		cfg: r.cfg, log: r.log, m: r.m, mapper: r.mapper, c: c, ctx: ctx,
-		report:   registry.NewReconciler(countingSink{Sink: sink, rejected: r.m.rejected}),
+		report:   registry.NewReconciler(sink),
 		events:   make(chan event, 16),
 		work:     make(chan job),
 		idle:     r.cfg.FetchConcurrency,

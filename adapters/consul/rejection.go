@@ -3,15 +3,13 @@ package consul
 import (
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 )
 
-// rejectReason is the reason label of galleon_consul_records_rejected_total:
-// which part of a record is malformed. Dashboards select on these values,
-// so the set stays as it is.
+// rejectReason is the reason label of the core's
+// galleon_registry_records_rejected_total: which part of a record is
+// malformed. Dashboards select on these values, so the set stays as it is.
 type rejectReason string
 
 const (
@@ -35,29 +33,8 @@ func malformedf(reason rejectReason, format string, args ...any) error {
 	return malformed(reason, fmt.Errorf(format, args...))
 }
 
-// reasonOf returns the reason a rejection's error carries, other if none.
-func reasonOf(err error) rejectReason {
-	return rejectReason(registry.ReasonOf(err, string(reasonOther)))
-}
-
 // errNameTaken rejects a Consul service whose name sanitises to the key of
 // one with a smaller name (see watch.service).
 func errNameTaken(key model.ServiceKey, winner string) error {
 	return malformedf(reasonName, "its ServiceEntry %s is taken by consul service %q (names sanitise to the same)", key, winner)
-}
-
-// countingSink counts every rejection the Sink is told, by the reason its
-// error carries: the Reconciler decides which are told (each once while it
-// applies), so the metric counts what an operator saw reported. A cleared
-// rejection (a nil error) is not one.
-type countingSink struct {
-	registry.Sink
-	rejected *prometheus.CounterVec
-}
-
-func (s countingSink) Rejected(record string, err error) {
-	if err != nil {
-		s.rejected.WithLabelValues(string(reasonOf(err))).Inc()
-	}
-	s.Sink.Rejected(record, err)
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/hashicorp/consul/api"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -35,7 +35,7 @@ func TestRejectionReasons(t *testing.T) {
 	// Fails to execute for a service in Consul namespace "broken" (and
 	// renders nothing for one in "blank"), while the sample New renders
 	// is fine.
-	const tmpl = `{{if eq .Namespace "broken"}}{{slice .Service 0 99}}{{else if eq .Namespace "blank"}}_{{else}}{{.Service}}.service.consul{{end}}`
+	const tmpl = `{{if eq .Namespace "broken"}}{{slice .Name 0 99}}{{else if eq .Namespace "blank"}}_{{else}}{{.Name}}.service.consul{{end}}`
 	inNamespace := func(ns string) func(*api.ServiceEntry) {
 		return func(e *api.ServiceEntry) { e.Service.Namespace = ns }
 	}
@@ -66,7 +66,7 @@ func TestRejectionReasons(t *testing.T) {
 		{name: "host template rendering no host name", cfg: Config{HostTemplate: tmpl}, svc: "web", entry: entry("n1", "10.0.0.1", "a", 80, inNamespace("blank")),
 			want: reasonName, message: "which is not a host name"},
 		{name: "host template failing", cfg: Config{HostTemplate: tmpl}, svc: "web", entry: entry("n1", "10.0.0.1", "a", 80, inNamespace("broken")),
-			want: reasonOther, message: "--host-template: "},
+			want: reasonOther, message: "--consul-host-template: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,42 +100,35 @@ func TestRejectionReasons(t *testing.T) {
 	})
 }
 
+// reasonOf returns the reason a rejection's error carries, other if none:
+// the reason the core counts it under
+// (galleon_registry_records_rejected_total{reason}).
+func reasonOf(err error) rejectReason {
+	return rejectReason(registry.ReasonOf(err, string(reasonOther)))
+}
+
 // TestRejectionsAreCountedByReason tells a Sink rejections through the
-// counting Sink: each is passed on with its error, and counted once under
-// its reason.
+// Reconciler: each is passed on with its error, and carries the reason the
+// core counts it under.
 func TestRejectionsAreCountedByReason(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newMetrics(reg)
 	rec := registrytest.NewRecorder()
-	sink := countingSink{Sink: rec, rejected: m.rejected}
+	var sink registry.Sink = rec
 	portErr := malformedf(reasonPort, "port %d: want 1 to 65535", 0)
 	sink.Rejected("a", portErr)
 	sink.Rejected("b", malformedf(reasonPort, "port %d: want 1 to 65535", 70000))
 	sink.Rejected("c", errNameTaken(model.ServiceKey{Namespace: "consul", Name: "web"}, "web"))
 	sink.Rejected("d", errors.New("no reason given"))
 
-	if events := rec.Events(); len(events) != 4 || events[0].Record != "a" || events[0].Err != portErr {
+	events := rec.Events()
+	if len(events) != 4 || events[0].Record != "a" || events[0].Err != portErr {
 		t.Fatalf("the Sink was told %v", events)
 	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "galleon_consul_records_rejected_total" {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "reason" {
-					got[l.GetValue()] = mt.GetCounter().GetValue()
-				}
-			}
-		}
+	for _, e := range events {
+		got[registry.ReasonOf(e.Err, string(reasonOther))]++
 	}
 	want := map[string]float64{"port": 2, "name": 1, "other": 1}
 	if len(got) != len(want) || got["port"] != 2 || got["name"] != 1 || got["other"] != 1 {
-		t.Errorf("galleon_consul_records_rejected_total by reason: %v, want %v", got, want)
+		t.Errorf("rejections by reason: %v, want %v", got, want)
 	}
 }

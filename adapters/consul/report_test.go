@@ -46,7 +46,7 @@ func newTestWatch(t *testing.T, cfg Config, dcs ...string) *testWatch {
 	rec := registrytest.NewRecorder()
 	w := &watch{
 		cfg: cfg, log: slog.New(slog.DiscardHandler), m: m, mapper: mp, c: c, ctx: ctx,
-		report:   registry.NewReconciler(countingSink{Sink: rec, rejected: m.rejected}),
+		report:   registry.NewReconciler(rec),
 		events:   make(chan event, 16),
 		dcsSet:   true,
 		dcs:      map[string]*dcWatch{},
@@ -190,7 +190,7 @@ func TestNameCollisionRejections(t *testing.T) {
 	mark = tw.expect(mark, "web_, whose name sanitises to web's", taken)
 	tw.fetched("dc1", "web_", entry("n1", "10.0.0.2", "web-2", 80, broken))
 	got, next := tw.told(mark)
-	if len(got) != 1 || !strings.HasPrefix(got[0], "Rejected("+loser+", --host-template: ") {
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Rejected("+loser+", --consul-host-template: ") {
 		t.Fatalf("web_ rejected as a whole by the mapping: the Sink was told %q, want its Rejected", got)
 	}
 	mark = next

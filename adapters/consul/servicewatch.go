@@ -22,7 +22,7 @@ func (w *watch) startWatch(d *dcWatch, name string, s *dcService) {
 	if !w.c.multiplexed() {
 		if !w.warnedHTTP1 {
 			w.warnedHTTP1 = true
-			w.log.Warn("the Consul agent answers over HTTP/1.1, not HTTP/2: per-service watches (--service-watches) are off, and changes no signal names are found by sweeps; point --consul-address at the agent's HTTPS listener",
+			w.log.Warn("the Consul agent answers over HTTP/1.1, not HTTP/2: per-service watches (--"+flagServiceWatches+") are off, and changes no signal names are found by sweeps; point --"+flagAddress+" at the agent's HTTPS listener",
 				"datacenter", dcLabel(d.name))
 		}
 		return
@@ -88,8 +88,8 @@ func (d *dcWatch) watchedAll() bool {
 func (w *watch) followService(ctx context.Context, at dcGen, name string, index uint64, sw *serviceWatch) {
 	// A watch waits Consul's longest (10m), not Config.Wait: an answer
 	// that changed nothing costs the agent and the adapter a listing of
-	// the service, and there is one per service every wait (at 10,000
-	// services and a 1m wait, 7 s of the adapter's CPU a minute). The
+	// the service, and there is one per service every wait (see
+	// docs/benchmarks.md, "With `--consul-service-watches`", idle cost). The
 	// transport's HTTP/2 pings find a dead connection instead (see
 	// newClient). The watches of a listing start within seconds of each
 	// other: a first wait drawn from [5m, 10m] spreads those answers over

@@ -12,7 +12,7 @@ import (
 )
 
 // TestServiceWatches follows every kind of change to an instance with every
-// service watched by a query of its own (--service-watches), over HTTP/2 on
+// service watched by a query of its own (--consul-service-watches), over HTTP/2 on
 // the agent's HTTPS listener, and no sweep for an hour: each change must
 // come from the service's own watch, with a few requests whatever the
 // number of services, no sweep and no listing of every check.
@@ -89,7 +89,7 @@ func TestServiceWatches(t *testing.T) {
 			t.Errorf("a deregistration cost %v requests; want at most %d", c, most)
 		}
 		// A node's address is no service's write, and moves no signal:
-		// without watches only the periodic sweep (--resync) finds it.
+		// without watches only the periodic sweep (--consul-relist-interval) finds it.
 		// Its cost is one answer and query per service on the node.
 		change("a node address change", func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -137,7 +137,7 @@ func TestServiceWatches(t *testing.T) {
 			t.Errorf("%v sweeps; want one at least for the services without a watch", sweeps)
 		}
 		if got := r.counter(t, "galleon_consul_service_watches"); got != 100 {
-			t.Errorf("%v services watched; want --service-watches, 100", got)
+			t.Errorf("%v services watched; want --consul-service-watches, 100", got)
 		}
 	})
 }

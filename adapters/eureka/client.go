@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"compress/gzip"
 	"context"
 	"crypto/tls"
@@ -34,7 +36,7 @@ func (k fetchKind) path() string {
 
 // fetched is one listing and what it cost.
 type fetched struct {
-	apps *Applications
+	apps *wire.Applications
 	// wire is the bytes of the body as sent (compressed when the server gzips); body the
 	// bytes decoded.
 	wire, body int64
@@ -126,50 +128,50 @@ func (r *Registry) fetch(ctx context.Context, hc *http.Client, s *server, kind f
 		return nil, &fetchError{resultUnreachable, fmt.Errorf("GET %s%s: %w", s.name, kind.path(), unwrapURLError(err))}
 	}
 	defer resp.Body.Close()
-	wire := &countingReader{r: resp.Body}
+	onWire := &wire.CountingReader{R: resp.Body}
 	if resp.StatusCode != http.StatusOK {
 		// The body is the server's: never quoted as received (it may echo the request's
 		// Authorization header), only cut and redacted.
-		snippet, _ := io.ReadAll(io.LimitReader(wire, 4*maxServerText))
+		snippet, _ := io.ReadAll(io.LimitReader(onWire, 4*maxServerText))
 		msg := serverText(snippet)
 		if msg != "" {
 			msg = ": " + msg
 		}
 		return nil, &fetchError{resultStatus, fmt.Errorf("GET %s%s: %s%s", s.name, kind.path(), resp.Status, msg)}
 	}
-	var body io.Reader = wire
+	var body io.Reader = onWire
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(wire)
+		zr, err := gzip.NewReader(onWire)
 		if err != nil {
 			return nil, &fetchError{resultMalformed, fmt.Errorf("GET %s%s: gzip: %w", s.name, kind.path(), err)}
 		}
 		defer zr.Close()
 		body = zr
 	}
-	decoded := &countingReader{r: body}
-	apps, err := DecodeLimits(decoded, resp.Header.Get("Content-Type"), r.cfg.limits())
+	decoded := &wire.CountingReader{R: body}
+	apps, err := wire.DecodeLimits(decoded, resp.Header.Get("Content-Type"), r.cfg.limits())
 	if err != nil {
 		result := resultMalformed
 		if ctx.Err() != nil || isTransport(err) {
 			result = resultUnreachable
 		}
 		err = safeError(err) // a decoder's error can quote the listing
-		if le, ok := errors.AsType[*LimitError](err); ok {
+		if le, ok := errors.AsType[*wire.LimitError](err); ok {
 			// Refused as it was decoded, never held whole; say which flag raises the bound.
 			err = fmt.Errorf("%w (raise %s if the registry really is this large)", err, limitFlag(le.What))
 		}
 		return nil, &fetchError{result, fmt.Errorf("GET %s%s: %w", s.name, kind.path(), err)}
 	}
 	// Drain what the decoder left (white space) so the connection is reused.
-	_, _ = io.Copy(io.Discard, io.LimitReader(wire, 4<<10))
-	return &fetched{apps: apps, wire: wire.n, body: decoded.n, took: time.Since(start)}, nil
+	_, _ = io.Copy(io.Discard, io.LimitReader(onWire, 4<<10))
+	return &fetched{apps: apps, wire: onWire.N, body: decoded.N, took: time.Since(start)}, nil
 }
 
 // isTransport: err is the connection failing while the body was read, not the body being
 // wrong.
 func isTransport(err error) bool {
 	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrTooLarge)
+	return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, wire.ErrTooLarge)
 }
 
 // unwrapURLError drops net/http's `Get "URL": ` prefix, which would repeat the URL (and could
@@ -180,15 +182,4 @@ func unwrapURLError(err error) error {
 		return ue.Err
 	}
 	return err
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }

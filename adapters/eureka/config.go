@@ -1,6 +1,9 @@
 package eureka
 
 import (
+	"cmp"
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +52,13 @@ const (
 	// DefaultRegionKey is the metadata key an instance's region is read from (what Polaris
 	// lists, and what Spring users set beside zone).
 	DefaultRegionKey = "region"
+
+	// DefaultMaxBody bounds a listing's size, decompressed (see wire.DefaultMaxBody).
+	DefaultMaxBody = wire.DefaultMaxBody
+	// DefaultMaxInstances and DefaultMaxApps bound what one listing may hold (see
+	// wire.DefaultMaxInstances).
+	DefaultMaxInstances = wire.DefaultMaxInstances
+	DefaultMaxApps      = wire.DefaultMaxApps
 
 	// AddressIP and AddressHostName are the values of Config.Address.
 	AddressIP       = "ip"
@@ -143,130 +153,16 @@ type server struct {
 	name string
 }
 
+// validate sets the defaults of cfg, checks it, and returns the parsed host template and the
+// servers. Its error lists every setting to fix, each by its flag.
 func (cfg *Config) validate() (*template.Template, []server, error) {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	var servers []server
-	if len(cfg.URLs) == 0 {
-		add("--eureka-urls is empty: give the base URL of at least one Eureka server, e.g. http://127.0.0.1:8761/eureka")
-	}
-	seen := map[string]bool{}
-	for _, raw := range cfg.URLs {
-		s, err := parseServerURL(strings.TrimSpace(raw))
-		if err != nil {
-			add("--eureka-urls %q: %v", redact(raw), err)
-			continue
-		}
-		if seen[s.base] {
-			add("--eureka-urls lists %s twice", s.name)
-			continue
-		}
-		seen[s.base] = true
-		servers = append(servers, s)
-	}
-	if len(servers) > maxServers {
-		add("--eureka-urls lists %d servers: at most %d (a Eureka cluster has a handful)", len(servers), maxServers)
-	}
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = DefaultPollInterval
-	}
-	if cfg.PollInterval < 100*time.Millisecond || cfg.PollInterval > 10*time.Minute {
-		add("--poll-interval %v: want 100ms to 10m, e.g. 10s", cfg.PollInterval)
-	}
-	if cfg.DeltaWindow == 0 {
-		cfg.DeltaWindow = DefaultDeltaWindow
-	}
-	if cfg.DeltaWindow < time.Second {
-		add("--eureka-delta-window %v: want at least 1s, the servers' delta retention (Netflix: 3m)", cfg.DeltaWindow)
-	}
-	if cfg.RelistInterval == 0 {
-		cfg.RelistInterval = DefaultRelistInterval
-	}
-	if cfg.RelistInterval > 0 && cfg.RelistInterval < cfg.PollInterval {
-		add("--eureka-relist-interval %v: want a negative value (off) or at least --poll-interval (%v)", cfg.RelistInterval, cfg.PollInterval)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
-	if cfg.Timeout < 100*time.Millisecond {
-		add("--eureka-timeout %v: want at least 100ms, e.g. 30s", cfg.Timeout)
-	}
-	if cfg.MaxBody == 0 {
-		cfg.MaxBody = DefaultMaxBody
-	}
-	if cfg.MaxBody < 1<<10 {
-		add("--eureka-max-body %d: want at least 1024 bytes", cfg.MaxBody)
-	}
-	if cfg.MaxInstances == 0 {
-		cfg.MaxInstances = DefaultMaxInstances
-	}
-	if cfg.MaxInstances < 1 {
-		add("--eureka-max-instances %d: want at least 1, e.g. %d", cfg.MaxInstances, DefaultMaxInstances)
-	}
-	if cfg.MaxApps == 0 {
-		cfg.MaxApps = DefaultMaxApps
-	}
-	if cfg.MaxApps < 1 {
-		add("--eureka-max-apps %d: want at least 1, e.g. %d", cfg.MaxApps, DefaultMaxApps)
-	}
-	if cfg.AuthFile != "" {
-		if _, _, err := cfg.basicAuth(); err != nil {
-			add("%v", err)
-		}
-	}
-	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
-		add("--eureka-tls-cert and --eureka-tls-key go together: give both (a client certificate for mutual TLS) or neither")
-	}
-	if cfg.TLSCAFile != "" || cfg.TLSCertFile != "" {
-		if _, err := cfg.tlsFiles().Config("check"); err != nil {
-			add("%v", err)
-		}
-	}
-	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
-	}
-	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
-		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, model.DNSLabel(cfg.Namespace))
-	}
-	if cfg.HostTemplate == "" {
-		cfg.HostTemplate = DefaultHostTemplate
-	}
-	host, err := template.New("host").Option("missingkey=zero").Parse(cfg.HostTemplate)
-	if err != nil {
-		add("--eureka-host-template: %v", err)
-	} else {
-		var b strings.Builder
-		err := host.Execute(&b, hostData{Name: "app", App: "APP", Namespace: cfg.Namespace, VIPAddress: "app", SecureVIPAddress: "app", Metadata: map[string]string{}})
-		if err != nil {
-			add("--eureka-host-template %q: %v (fields: .Name, .App, .Namespace, .VIPAddress, .SecureVIPAddress, .Metadata)", cfg.HostTemplate, err)
-		}
-	}
-	switch cfg.Address {
-	case "":
-		cfg.Address = AddressIP
-	case AddressIP, AddressHostName:
-	default:
-		add("--eureka-address %q: want %s (ipAddr) or %s (hostName)", cfg.Address, AddressIP, AddressHostName)
-	}
-	if cfg.ProtocolKey == "" {
-		cfg.ProtocolKey = DefaultProtocolKey
-	}
-	if cfg.ZoneKey == "" {
-		cfg.ZoneKey = DefaultZoneKey
-	}
-	if cfg.RegionKey == "" {
-		cfg.RegionKey = DefaultRegionKey
-	}
-	cfg.Region = strings.TrimSpace(cfg.Region)
-	if strings.ContainsAny(cfg.Region, "/ \t\n") || len(cfg.Region) > 253 {
-		add("--eureka-region %q: want a region name without '/' or spaces, e.g. us-east-1", cfg.Region)
-	}
-	if cfg.MaxLeaseAge < 0 {
-		add("--max-lease-age %v: want 0 (off) or a duration longer than the instances' lease, e.g. 5m", cfg.MaxLeaseAge)
-	}
-	if cfg.MaxLeaseAge > 0 && cfg.MaxLeaseAge < 2*cfg.PollInterval {
-		add("--max-lease-age %v: want 0 (off) or at least twice --poll-interval (%v)", cfg.MaxLeaseAge, cfg.PollInterval)
-	}
+	servers := cfg.checkURLs(add)
+	cfg.checkPolling(add)
+	cfg.checkLimits(add)
+	cfg.checkAccess(add)
+	host := cfg.checkMapping(add)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -274,6 +170,160 @@ func (cfg *Config) validate() (*template.Template, []server, error) {
 		return nil, nil, fmt.Errorf("eureka: %w", errors.Join(errs...))
 	}
 	return host, servers, nil
+}
+
+// addFunc collects one configuration error.
+type addFunc func(format string, args ...any)
+
+// checkURLs parses --eureka-urls.
+func (cfg *Config) checkURLs(add addFunc) []server {
+	var servers []server
+	if len(cfg.URLs) == 0 {
+		add("--%s is empty: give the base URL of at least one Eureka server, e.g. http://127.0.0.1:8761/eureka", flagURLs)
+	}
+	seen := map[string]bool{}
+	for _, raw := range cfg.URLs {
+		s, err := parseServerURL(strings.TrimSpace(raw))
+		if err != nil {
+			add("--%s %q: %v", flagURLs, redact(raw), err)
+			continue
+		}
+		if seen[s.base] {
+			add("--%s lists %s twice", flagURLs, s.name)
+			continue
+		}
+		seen[s.base] = true
+		servers = append(servers, s)
+	}
+	if len(servers) > maxServers {
+		add("--%s lists %d servers: at most %d (a Eureka cluster has a handful)", flagURLs, len(servers), maxServers)
+	}
+	return servers
+}
+
+// checkPolling sets and checks the intervals: polls, the delta window, relists, timeouts and
+// the lease age.
+func (cfg *Config) checkPolling(add addFunc) {
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.PollInterval < 100*time.Millisecond || cfg.PollInterval > 10*time.Minute {
+		add("--%s %v: want 100ms to 10m, e.g. 10s", flagPollInterval, cfg.PollInterval)
+	}
+	if cfg.DeltaWindow == 0 {
+		cfg.DeltaWindow = DefaultDeltaWindow
+	}
+	if cfg.DeltaWindow < time.Second {
+		add("--%s %v: want at least 1s, the servers' delta retention (Netflix: 3m)", flagDeltaWindow, cfg.DeltaWindow)
+	}
+	if cfg.RelistInterval == 0 {
+		cfg.RelistInterval = DefaultRelistInterval
+	}
+	if cfg.RelistInterval > 0 && cfg.RelistInterval < cfg.PollInterval {
+		add("--%s %v: want a negative value (off) or at least --%s (%v)", flagRelistInterval, cfg.RelistInterval, flagPollInterval, cfg.PollInterval)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Timeout < 100*time.Millisecond {
+		add("--%s %v: want at least 100ms, e.g. 30s", flagTimeout, cfg.Timeout)
+	}
+	if cfg.MaxLeaseAge < 0 {
+		add("--%s %v: want 0 (off) or a duration longer than the instances' lease, e.g. 5m", flagMaxLeaseAge, cfg.MaxLeaseAge)
+	}
+	if cfg.MaxLeaseAge > 0 && cfg.MaxLeaseAge < 2*cfg.PollInterval {
+		add("--%s %v: want 0 (off) or at least twice --%s (%v)", flagMaxLeaseAge, cfg.MaxLeaseAge, flagPollInterval, cfg.PollInterval)
+	}
+}
+
+// checkLimits sets and checks the bounds of a listing.
+func (cfg *Config) checkLimits(add addFunc) {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxBody < 1<<10 {
+		add("--%s %d: want at least 1024 bytes", flagMaxBody, cfg.MaxBody)
+	}
+	if cfg.MaxInstances == 0 {
+		cfg.MaxInstances = DefaultMaxInstances
+	}
+	if cfg.MaxInstances < 1 {
+		add("--%s %d: want at least 1, e.g. %d", flagMaxInstances, cfg.MaxInstances, DefaultMaxInstances)
+	}
+	if cfg.MaxApps == 0 {
+		cfg.MaxApps = DefaultMaxApps
+	}
+	if cfg.MaxApps < 1 {
+		add("--%s %d: want at least 1, e.g. %d", flagMaxApps, cfg.MaxApps, DefaultMaxApps)
+	}
+}
+
+// checkAccess checks the credentials and TLS files by reading them once.
+func (cfg *Config) checkAccess(add addFunc) {
+	if cfg.AuthFile != "" {
+		if _, _, err := cfg.basicAuth(); err != nil {
+			add("%v", err)
+		}
+	}
+	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
+		add("--%s and --%s go together: give both (a client certificate for mutual TLS) or neither", flagTLSCert, flagTLSKey)
+	}
+	if cfg.TLSCAFile != "" || cfg.TLSCertFile != "" {
+		if _, err := cfg.tlsFiles().Config("check"); err != nil {
+			add("%v", err)
+		}
+	}
+}
+
+// checkMapping sets and checks how applications are mapped, and returns the host template
+// (nil when it does not parse).
+func (cfg *Config) checkMapping(add addFunc) *template.Template {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if err := model.CheckNamespace(cfg.Namespace); err != nil {
+		add("--%s %v", flagNamespace, err)
+	}
+	if cfg.HostTemplate == "" {
+		cfg.HostTemplate = DefaultHostTemplate
+	}
+	host, err := parseHostTemplate(cfg.HostTemplate, cfg.Namespace)
+	if err != nil {
+		add("--%s %v", flagHostTemplate, err)
+	}
+	switch cfg.Address {
+	case "":
+		cfg.Address = AddressIP
+	case AddressIP, AddressHostName:
+	default:
+		add("--%s %q: want %s (ipAddr) or %s (hostName)", flagAddress, cfg.Address, AddressIP, AddressHostName)
+	}
+	cfg.ProtocolKey = cmp.Or(cfg.ProtocolKey, DefaultProtocolKey)
+	cfg.ZoneKey = cmp.Or(cfg.ZoneKey, DefaultZoneKey)
+	cfg.RegionKey = cmp.Or(cfg.RegionKey, DefaultRegionKey)
+	cfg.Region = strings.TrimSpace(cfg.Region)
+	if strings.ContainsAny(cfg.Region, "/ \t\n") || len(cfg.Region) > 253 {
+		add("--%s %q: want a region name without '/' or spaces, e.g. us-east-1", flagRegion, cfg.Region)
+	}
+	return host
+}
+
+// parseHostTemplate parses --eureka-host-template and renders it once on a sample application.
+// Not registry.ParseHostTemplate: that one refuses a missing map key and a template that
+// renders no host for its sample, and Eureka's reads free-form metadata, where an absent key is
+// empty (missingkey=zero) and an empty host falls back to DefaultHostTemplate
+// ({{index .Metadata "mesh-host"}} is the documented example).
+func parseHostTemplate(text, namespace string) (*template.Template, error) {
+	host, err := template.New("host").Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", text, err)
+	}
+	var b strings.Builder
+	err = host.Execute(&b, hostData{Name: "app", App: "APP", Namespace: namespace, VIPAddress: "app", SecureVIPAddress: "app", Metadata: map[string]string{}})
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w (fields: .Name, .App, .Namespace, .VIPAddress, .SecureVIPAddress, .Metadata)", text, err)
+	}
+	return host, nil
 }
 
 // maxServers bounds --eureka-urls: each server is a label value of the adapter's metrics.
@@ -331,34 +381,34 @@ func (cfg *Config) basicAuth() (user, password string, err error) {
 	}
 	s, err := tlsfiles.ReadSecret(cfg.AuthFile)
 	if err != nil {
-		return "", "", fmt.Errorf("--eureka-auth-file: %w", err)
+		return "", "", fmt.Errorf("--%s: %w", flagAuthFile, err)
 	}
 	user, password, ok := strings.Cut(s, ":")
 	if !ok || user == "" || strings.ContainsAny(s, "\n\r") {
-		return "", "", fmt.Errorf("--eureka-auth-file %s: want one line user:password (HTTP basic auth)", cfg.AuthFile)
+		return "", "", fmt.Errorf("--%s %s: want one line user:password (HTTP basic auth)", flagAuthFile, cfg.AuthFile)
 	}
 	return user, password, nil
 }
 
 // limits are the bounds of one listing.
-func (cfg *Config) limits() Limits {
-	return Limits{MaxBody: cfg.MaxBody, MaxApps: cfg.MaxApps, MaxInstances: cfg.MaxInstances}
+func (cfg *Config) limits() wire.Limits {
+	return wire.Limits{MaxBody: cfg.MaxBody, MaxApps: cfg.MaxApps, MaxInstances: cfg.MaxInstances}
 }
 
 // limitFlag names the flag that raises a limit, for errors.
 func limitFlag(what string) string {
 	switch what {
-	case LimitApplications:
-		return "--eureka-max-apps"
-	case LimitInstances:
-		return "--eureka-max-instances"
+	case wire.LimitApplications:
+		return "--" + flagMaxApps
+	case wire.LimitInstances:
+		return "--" + flagMaxInstances
 	}
-	return "--eureka-max-body"
+	return "--" + flagMaxBody
 }
 
 func (cfg *Config) tlsFiles() tlsfiles.Files {
 	return tlsfiles.Files{
 		CAFile: cfg.TLSCAFile, CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ServerName: cfg.TLSServerName,
-		CAFlag: "--eureka-tls-ca", CertFlag: "--eureka-tls-cert", KeyFlag: "--eureka-tls-key",
+		CAFlag: "--" + flagTLSCA, CertFlag: "--" + flagTLSCert, KeyFlag: "--" + flagTLSKey,
 	}
 }

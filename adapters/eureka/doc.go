@@ -1,36 +1,20 @@
 // Package eureka is Galleon's adapter for Netflix Eureka 1.x registries: Registry polls one
 // server at a time (several for failover) with Netflix's fetch protocol, /apps once and then
-// /apps/delta with apps__hashcode reconciliation (poller.go), and maps each application to one
-// service (mapping.go). docs/adapters/eureka.md describes both rule by rule.
+// /apps/delta with apps__hashcode reconciliation (the loop in poller.go, which server is read in
+// failover.go, what an answer changes in apply.go, the HTTP side in client.go), and maps each
+// application to one service (mapping.go). Config and its flags (config.go,
+// flags.go) are what cmd/galleon-eureka wires. docs/adapters/eureka.md describes it rule by rule.
 //
-// Beneath it, the registry-independent core:
-//
-//   - wire.go (with wirejson.go and wirexml.go) decodes the listings a Eureka server answers
-//     GET <base>/apps and GET <base>/apps/delta with, in JSON and in XML (Eureka's default), into
-//     plain Go types (Applications, Application, Instance). It takes every spelling a client
-//     meets: Netflix's
-//     Jackson codec (the server's default JSON), Netflix's older XStream JSON (every value a
-//     string, one element an object instead of an array), Netflix's XStream XML (the server's
-//     default XML, element names escaped) and Polaris's Eureka API (booleans, nulls, extra
-//     metadata). An instance that cannot be served is skipped with a reason, the rest decodes.
-//   - hashcode.go computes apps__hashcode by Eureka's rule, which is how a client knows that its
-//     copy of the registry still matches the server's.
-//   - delta.go applies a delta (ADDED, MODIFIED, DELETED) to a registry as a pure function and
-//     says whether the result reconciles with the server's hashcode and which applications
-//     changed; Diff compares two registries the same way.
+// Beneath it, internal/wire is the registry-independent core: it decodes the listings a Eureka
+// server answers, in every spelling a client meets, computes apps__hashcode and applies deltas
+// as pure functions (see its package comment).
 //
 // The adapter asks for JSON (Accept: application/json): both servers serve it, it decodes
-// in half the time with a quarter of the garbage (2,000 applications x 10 instances: 0.33 s and
-// 69 MB allocated against 0.68 s and 250 MB for XML on this 2-core machine), and Polaris writes
-// metadata keys into XML element names unescaped, so one key with a '$' or a space makes its
-// whole XML listing malformed.
+// in about half the time with a fraction of the garbage of XML (see docs/adapters/eureka.md,
+// BenchmarkDecodeJSON2000x10 and BenchmarkDecodeXML2000x10), and Polaris writes metadata keys
+// into XML element names unescaped, so one key with a '$' or a space makes its whole XML listing
+// malformed.
 //
-// github.com/ArthurHlt/go-eureka-client (v1.1.0) was the SDK the issue asked for where it fits. It
-// does not fit here: it fetches and decodes XML only (its JSON tags cannot read Netflix's
-// "@enabled": "true" into their bool, nor the old XStream JSON's "$": "8080" into their int, and
-// its metadata JSON decoder passes a map by value, so it always fails), reads metadata XML with
-// a regular expression (entities stay escaped, empty values are dropped, XStream's escaped names
-// stay escaped), does not read Polaris's <overriddenStatus>, has no delta, no hashcode and no
-// body limit (ioutil.ReadAll), and logs through logrus. Its XML types serve the tests as an
-// independent cross-check of this decoder (sdk_test.go), which also pins those shortcomings.
+// eurekatest runs a real Eureka API server (Polaris) for the tests and holds Client, the plain
+// register/renew/cancel client the harness, the load generator and the end-to-end tests share.
 package eureka

@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"context"
 	"testing"
 	"time"
@@ -22,10 +24,10 @@ func TestLocalityRealServer(t *testing.T) {
 		eurekatest.Instance{App: "geo", ID: "geo-2", IPAddr: "10.5.0.2", Port: 8080, Metadata: map[string]string{"zone": "us-east-1b"}},
 		eurekatest.Instance{App: "geo", ID: "geo-3", IPAddr: "10.5.0.3", Port: 8080, Metadata: map[string]string{"zone": "zone-b", "region": "eu-central"}},
 		eurekatest.Instance{App: "geo", ID: "geo-4", IPAddr: "10.5.0.4", Port: 8080})
-	renewEvery(t, s, 10*time.Second, func() map[string][]string {
+	eurekatest.RenewEvery(t, s, 10*time.Second, func() map[string][]string {
 		return map[string][]string{"GEO": {"geo-1", "geo-2", "geo-3", "geo-4"}}
 	})
-	waitListed(ctx, t, s, "GEO", "geo-4", StatusUp)
+	waitListed(ctx, t, s, "GEO", "geo-4", wire.StatusUp)
 	localities := func(want map[string]string) func(map[model.ServiceKey]model.Service) bool {
 		return func(st map[model.ServiceKey]model.Service) bool {
 			svc, ok := st[model.ServiceKey{Namespace: "eureka-test", Name: "geo"}]

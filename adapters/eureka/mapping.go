@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"cmp"
 	"fmt"
 	"maps"
@@ -14,7 +16,7 @@ import (
 
 // The mapping from one Eureka application to one model.Service, rule by rule as
 // docs/adapters/eureka.md lists them. It is a pure function of the application, the
-// configuration and (with --max-lease-age) the time.
+// configuration and (with --eureka-max-lease-age) the time.
 
 // serviceName is the name of an application's ServiceEntry: its name as a DNS-1123 label.
 func serviceName(app string) string { return model.DNSLabel(strings.ToLower(app)) }
@@ -25,12 +27,12 @@ func serviceName(app string) string { return model.DNSLabel(strings.ToLower(app)
 // operator took it OUT_OF_SERVICE. The order is Netflix's InstanceStatusOverrideRule chain:
 // an instance that says it is DOWN or STARTING is that (DownOrStartingRule), else an override
 // applies (OverrideExistsRule), else its status.
-func effectiveStatus(in *Instance) string {
+func effectiveStatus(in *wire.Instance) string {
 	switch in.Status {
-	case StatusDown, StatusStarting:
+	case wire.StatusDown, wire.StatusStarting:
 		return in.Status
 	}
-	if o := in.OverriddenStatus; o != "" && o != StatusUnknown {
+	if o := in.OverriddenStatus; o != "" && o != wire.StatusUnknown {
 		return o
 	}
 	return in.Status
@@ -40,9 +42,9 @@ func effectiveStatus(in *Instance) string {
 // taken out by an operator), anything else (DOWN, STARTING, UNKNOWN) is unhealthy.
 func healthOf(status string) model.Health {
 	switch status {
-	case StatusUp:
+	case wire.StatusUp:
 		return model.Healthy
-	case StatusOutOfService:
+	case wire.StatusOutOfService:
 		return model.Draining
 	}
 	return model.Unhealthy
@@ -65,53 +67,28 @@ func recordName(app, id string) string {
 }
 
 // mapApplication maps app. now is the time renewals are aged against (MaxLeaseAge).
-func (r *Registry) mapApplication(app *Application, now time.Time) mapped {
+func (r *Registry) mapApplication(app *wire.Application, now time.Time) mapped {
 	out := mapped{}
 	name := serviceName(app.Name)
-	svc := model.Service{Namespace: r.cfg.Namespace, Name: name}
 	instances := slices.Clone(app.Instances)
-	slices.SortFunc(instances, func(a, b Instance) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(instances, func(a, b wire.Instance) int { return cmp.Compare(a.InstanceID, b.InstanceID) })
 
 	plain, secure := map[uint32]*portUse{}, map[uint32]*portUse{}
-	type kept struct {
-		inst        model.Instance
-		port, sport uint32
-	}
 	var keep []kept
 	for i := range instances {
 		in := &instances[i]
-		proto := model.ProtocolHTTP
-		if v, ok := in.Metadata[r.cfg.ProtocolKey]; ok && strings.TrimSpace(v) != "" {
-			p, known := model.ParseProtocol(v)
-			if !known {
-				if out.rejected == nil {
-					out.rejected = map[string]error{}
-				}
-				out.rejected[recordName(app.Name, in.InstanceID)] = bad(reasonProtocol,
-					fmt.Errorf("metadata %s=%q names no Istio protocol: want http, http2, grpc, https, tcp, tls, mongo, mysql, redis or udp", r.cfg.ProtocolKey, v))
-				continue
+		k, err := r.mapInstance(in, now)
+		if err != nil {
+			if out.rejected == nil {
+				out.rejected = map[string]error{}
 			}
-			proto = p
+			out.rejected[recordName(app.Name, in.InstanceID)] = err
+			continue
 		}
-		k := kept{inst: model.Instance{
-			ID:       in.InstanceID,
-			Address:  r.addressOf(in),
-			Labels:   in.Metadata,
-			Locality: r.localityOf(in),
-			Health:   healthOf(effectiveStatus(in)),
-		}}
-		if r.cfg.MaxLeaseAge > 0 && k.inst.Health == model.Healthy {
-			if last := in.LeaseInfo.LastRenewal(); !last.IsZero() && now.Sub(last) > r.cfg.MaxLeaseAge {
-				// Self-preservation keeps an instance that stopped renewing listed as UP.
-				k.inst.Health = model.Unhealthy
-			}
+		if k.port != 0 {
+			use(plain, k.port, k.proto)
 		}
-		if in.Port.Enabled && in.Port.Number != 0 {
-			k.port = in.Port.Number
-			use(plain, k.port, proto)
-		}
-		if in.SecurePort.Enabled && in.SecurePort.Number != 0 && in.SecurePort.Number != k.port {
-			k.sport = in.SecurePort.Number
+		if k.sport != 0 {
 			use(secure, k.sport, model.ProtocolHTTPS)
 		}
 		if k.port == 0 && k.sport == 0 {
@@ -122,38 +99,87 @@ func (r *Registry) mapApplication(app *Application, now time.Time) mapped {
 	if len(keep) == 0 {
 		return out
 	}
-	// The service's ports are the numbers most instances use (the smaller on a tie): what a
-	// client calls. An instance on another number is mapped to it (Spring Boot apps on random
-	// ports); one without the port at all is still listed for it (an endpoint serves every port
-	// of its ServiceEntry), which docs/adapters/eureka.md notes.
+	svc := model.Service{Namespace: r.cfg.Namespace, Name: name}
+	svc.Ports, svc.Instances = servicePorts(plain, secure, keep)
+	svc.Hosts = []string{r.hostOf(app, &instances[0], name)}
+	out.svc, out.ok = svc, true
+	return out
+}
+
+// kept is an instance mapped, with the numbers of its plain port (of protocol proto) and
+// secure port, 0 for none.
+type kept struct {
+	inst        model.Instance
+	proto       model.Protocol
+	port, sport uint32
+}
+
+// mapInstance maps one instance, or says why it cannot be served (reasonProtocol).
+func (r *Registry) mapInstance(in *wire.Instance, now time.Time) (kept, error) {
+	proto := model.ProtocolHTTP
+	if v, ok := in.Metadata[r.cfg.ProtocolKey]; ok && strings.TrimSpace(v) != "" {
+		p, known := model.ParseProtocol(v)
+		if !known {
+			return kept{}, bad(reasonProtocol,
+				fmt.Errorf("metadata %s=%q names no Istio protocol: want http, http2, grpc, https, tcp, tls, mongo, mysql, redis or udp", r.cfg.ProtocolKey, v))
+		}
+		proto = p
+	}
+	k := kept{proto: proto, inst: model.Instance{
+		ID:       in.InstanceID,
+		Address:  r.addressOf(in),
+		Labels:   in.Metadata,
+		Locality: r.localityOf(in),
+		Health:   healthOf(effectiveStatus(in)),
+	}}
+	if r.cfg.MaxLeaseAge > 0 && k.inst.Health == model.Healthy {
+		if last := in.LeaseInfo.LastRenewal(); !last.IsZero() && now.Sub(last) > r.cfg.MaxLeaseAge {
+			// Self-preservation keeps an instance that stopped renewing listed as UP.
+			k.inst.Health = model.Unhealthy
+		}
+	}
+	if in.Port.Enabled && in.Port.Number != 0 {
+		k.port = in.Port.Number
+	}
+	if in.SecurePort.Enabled && in.SecurePort.Number != 0 && in.SecurePort.Number != k.port {
+		k.sport = in.SecurePort.Number
+	}
+	return k, nil
+}
+
+// servicePorts chooses the service's ports and maps each instance's onto them. The service's
+// ports are the numbers most instances use (the smaller on a tie): what a client calls. An
+// instance on another number is mapped to it (Spring Boot apps on random ports); one without
+// the port at all is still listed for it (an endpoint serves every port of its ServiceEntry),
+// which docs/adapters/eureka.md notes.
+func servicePorts(plain, secure map[uint32]*portUse, keep []kept) ([]model.Port, []model.Instance) {
+	var ports []model.Port
 	svcPort, svcSecure := mostUsed(plain), mostUsed(secure)
 	if svcPort != 0 && svcPort == svcSecure {
 		svcSecure = 0
 	}
 	if svcPort != 0 {
-		svc.Ports = append(svc.Ports, model.Port{Number: svcPort, Protocol: plain[svcPort].proto})
+		ports = append(ports, model.Port{Number: svcPort, Protocol: plain[svcPort].proto})
 	}
 	if svcSecure != 0 {
-		svc.Ports = append(svc.Ports, model.Port{Number: svcSecure, Protocol: model.ProtocolHTTPS})
+		ports = append(ports, model.Port{Number: svcSecure, Protocol: model.ProtocolHTTPS})
 	}
+	instances := make([]model.Instance, 0, len(keep))
 	for _, k := range keep {
-		var ports map[uint32]uint32
+		var m map[uint32]uint32
 		if k.port != 0 && svcPort != 0 && k.port != svcPort {
-			ports = map[uint32]uint32{svcPort: k.port}
+			m = map[uint32]uint32{svcPort: k.port}
 		}
 		if k.sport != 0 && svcSecure != 0 && k.sport != svcSecure {
-			if ports == nil {
-				ports = map[uint32]uint32{}
+			if m == nil {
+				m = map[uint32]uint32{}
 			}
-			ports[svcSecure] = k.sport
+			m[svcSecure] = k.sport
 		}
-		k.inst.Ports = ports
-		svc.Instances = append(svc.Instances, k.inst)
+		k.inst.Ports = m
+		instances = append(instances, k.inst)
 	}
-	svc.Ports = model.SortedPorts(svc.Ports)
-	svc.Hosts = []string{r.hostOf(app, &instances[0], name)}
-	out.svc, out.ok = svc, true
-	return out
+	return model.SortedPorts(ports), instances
 }
 
 func use(m map[uint32]*portUse, n uint32, proto model.Protocol) {
@@ -183,7 +209,7 @@ func mostUsed(m map[uint32]*portUse) uint32 {
 }
 
 // addressOf is the instance's endpoint address by Config.Address, falling back to the other.
-func (r *Registry) addressOf(in *Instance) string {
+func (r *Registry) addressOf(in *wire.Instance) string {
 	if r.cfg.Address == AddressHostName {
 		return cmp.Or(in.HostName, in.IPAddr)
 	}
@@ -203,7 +229,7 @@ func (r *Registry) addressOf(in *Instance) string {
 //
 // With no region the locality is "", whatever the zone (which stays a label). A region or zone
 // holding '/' (the locality's separator) counts as absent.
-func (r *Registry) localityOf(in *Instance) string {
+func (r *Registry) localityOf(in *wire.Instance) string {
 	part := func(s string) string {
 		if s = strings.TrimSpace(s); strings.Contains(s, "/") {
 			return ""
@@ -249,7 +275,7 @@ func cloudRegion(zone string) string {
 
 // hostOf renders the host template for app, with the first instance (by id) standing for the
 // application's vipAddress and metadata; an empty result falls back to "<name>.eureka".
-func (r *Registry) hostOf(app *Application, first *Instance, name string) string {
+func (r *Registry) hostOf(app *wire.Application, first *wire.Instance, name string) string {
 	var b strings.Builder
 	err := r.host.Execute(&b, hostData{
 		Name: strings.ToLower(app.Name), App: app.Name, Namespace: r.cfg.Namespace,

@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"compress/gzip"
 	"context"
 	"errors"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -30,30 +33,30 @@ func newTestRegistry(t *testing.T, cfg Config) *Registry {
 	return r
 }
 
-func upInstance(id, ip string, port uint32) Instance {
-	return Instance{InstanceID: id, App: "ORDERS", IPAddr: ip, HostName: id + ".internal", Status: StatusUp,
-		OverriddenStatus: StatusUnknown, Port: Port{Number: port, Enabled: true}, SecurePort: Port{Number: 443}}
+func upInstance(id, ip string, port uint32) wire.Instance {
+	return wire.Instance{InstanceID: id, App: "ORDERS", IPAddr: ip, HostName: id + ".internal", Status: wire.StatusUp,
+		OverriddenStatus: wire.StatusUnknown, Port: wire.Port{Number: port, Enabled: true}, SecurePort: wire.Port{Number: 443}}
 }
 
 func TestEffectiveStatus(t *testing.T) {
 	for _, tc := range []struct{ status, overridden, want string }{
-		{StatusUp, StatusUnknown, StatusUp},
-		{StatusUp, "", StatusUp},
-		{StatusUp, StatusOutOfService, StatusOutOfService}, // an override the instance's renewal did not apply
-		{StatusOutOfService, StatusUnknown, StatusOutOfService},
-		{StatusDown, StatusUp, StatusDown}, // the instance's own DOWN wins (DownOrStartingRule)
-		{StatusStarting, StatusOutOfService, StatusStarting},
-		{StatusOutOfService, StatusUp, StatusUp},
-		{StatusUnknown, StatusUnknown, StatusUnknown},
+		{wire.StatusUp, wire.StatusUnknown, wire.StatusUp},
+		{wire.StatusUp, "", wire.StatusUp},
+		{wire.StatusUp, wire.StatusOutOfService, wire.StatusOutOfService}, // an override the instance's renewal did not apply
+		{wire.StatusOutOfService, wire.StatusUnknown, wire.StatusOutOfService},
+		{wire.StatusDown, wire.StatusUp, wire.StatusDown}, // the instance's own DOWN wins (DownOrStartingRule)
+		{wire.StatusStarting, wire.StatusOutOfService, wire.StatusStarting},
+		{wire.StatusOutOfService, wire.StatusUp, wire.StatusUp},
+		{wire.StatusUnknown, wire.StatusUnknown, wire.StatusUnknown},
 	} {
-		in := Instance{Status: tc.status, OverriddenStatus: tc.overridden}
+		in := wire.Instance{Status: tc.status, OverriddenStatus: tc.overridden}
 		if got := effectiveStatus(&in); got != tc.want {
 			t.Errorf("status %s, overriddenstatus %q: %s, want %s", tc.status, tc.overridden, got, tc.want)
 		}
 	}
 	for status, want := range map[string]model.Health{
-		StatusUp: model.Healthy, StatusOutOfService: model.Draining, StatusDown: model.Unhealthy,
-		StatusStarting: model.Unhealthy, StatusUnknown: model.Unhealthy,
+		wire.StatusUp: model.Healthy, wire.StatusOutOfService: model.Draining, wire.StatusDown: model.Unhealthy,
+		wire.StatusStarting: model.Unhealthy, wire.StatusUnknown: model.Unhealthy,
 	} {
 		if got := healthOf(status); got != want {
 			t.Errorf("healthOf(%s) = %v, want %v", status, got, want)
@@ -64,14 +67,14 @@ func TestEffectiveStatus(t *testing.T) {
 func TestMapApplication(t *testing.T) {
 	r := newTestRegistry(t, Config{})
 	now := time.Now()
-	app := &Application{Name: "ORDERS", Instances: []Instance{
+	app := &wire.Application{Name: "ORDERS", Instances: []wire.Instance{
 		upInstance("o-3", "10.0.0.3", 9000), // a random port: mapped onto the common one
 		upInstance("o-1", "10.0.0.1", 8080),
 		upInstance("o-2", "10.0.0.2", 8080),
 	}}
-	app.Instances[1].SecurePort = Port{Number: 8443, Enabled: true}
+	app.Instances[1].SecurePort = wire.Port{Number: 8443, Enabled: true}
 	app.Instances[1].Metadata = map[string]string{"version": "v1", "zone": "zone-a", "region": "eu"}
-	app.Instances[2].Status = StatusDown
+	app.Instances[2].Status = wire.StatusDown
 	m := r.mapApplication(app, now)
 	if !m.ok || len(m.rejected) != 0 {
 		t.Fatalf("mapped %+v", m)
@@ -92,7 +95,7 @@ func TestMapApplication(t *testing.T) {
 
 func TestMapApplicationProtocolAndRejections(t *testing.T) {
 	r := newTestRegistry(t, Config{})
-	app := &Application{Name: "GRPC-SVC", Instances: []Instance{
+	app := &wire.Application{Name: "GRPC-SVC", Instances: []wire.Instance{
 		upInstance("g-1", "10.0.0.1", 9090),
 		upInstance("g-2", "10.0.0.2", 9090),
 	}}
@@ -117,11 +120,11 @@ func TestMapApplicationSecureOnlyAndAddresses(t *testing.T) {
 	r := newTestRegistry(t, Config{Address: AddressHostName})
 	in := upInstance("e-1", "10.0.0.1", 0)
 	in.Port.Enabled = false
-	in.SecurePort = Port{Number: 8443, Enabled: true}
-	in.DataCenterInfo = DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": "us-east-1a"}}
+	in.SecurePort = wire.Port{Number: 8443, Enabled: true}
+	in.DataCenterInfo = wire.DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": "us-east-1a"}}
 	noHost := upInstance("e-2", "10.0.0.2", 0)
-	noHost.HostName, noHost.Port.Enabled, noHost.SecurePort = "", false, Port{Number: 8443, Enabled: true}
-	m := r.mapApplication(&Application{Name: "EDGE", Instances: []Instance{in, noHost}}, time.Now())
+	noHost.HostName, noHost.Port.Enabled, noHost.SecurePort = "", false, wire.Port{Number: 8443, Enabled: true}
+	m := r.mapApplication(&wire.Application{Name: "EDGE", Instances: []wire.Instance{in, noHost}}, time.Now())
 	if !m.ok {
 		t.Fatal("not mapped")
 	}
@@ -140,7 +143,7 @@ func TestMapApplicationSecureOnlyAndAddresses(t *testing.T) {
 }
 
 func TestHostTemplate(t *testing.T) {
-	app := &Application{Name: "Billing_Svc", Instances: []Instance{upInstance("b-1", "10.0.0.1", 80)}}
+	app := &wire.Application{Name: "Billing_Svc", Instances: []wire.Instance{upInstance("b-1", "10.0.0.1", 80)}}
 	app.Instances[0].VIPAddress = "billing.vip.example"
 	app.Instances[0].Metadata = map[string]string{"mesh-host": "Billing.Mesh"}
 	for _, tc := range []struct{ tmpl, want string }{
@@ -166,7 +169,7 @@ func TestMaxLeaseAge(t *testing.T) {
 	fresh, stale, unknown := upInstance("i-1", "10.0.0.1", 80), upInstance("i-2", "10.0.0.2", 80), upInstance("i-3", "10.0.0.3", 80)
 	fresh.LeaseInfo.LastRenewalTimestamp = now.Add(-30 * time.Second).UnixMilli()
 	stale.LeaseInfo.LastRenewalTimestamp = now.Add(-10 * time.Minute).UnixMilli()
-	app := &Application{Name: "LEASE", Instances: []Instance{fresh, stale, unknown}}
+	app := &wire.Application{Name: "LEASE", Instances: []wire.Instance{fresh, stale, unknown}}
 	health := func(cfg Config) []model.Health {
 		m := newTestRegistry(t, cfg).mapApplication(app, now)
 		var out []model.Health
@@ -179,7 +182,7 @@ func TestMaxLeaseAge(t *testing.T) {
 		t.Errorf("off: %v, want every instance healthy", got)
 	}
 	if got := health(Config{MaxLeaseAge: 5 * time.Minute}); !slices.Equal(got, []model.Health{model.Healthy, model.Unhealthy, model.Healthy}) {
-		t.Errorf("--max-lease-age 5m: %v, want the stale one out and the unknown (0) one kept", got)
+		t.Errorf("--eureka-max-lease-age 5m: %v, want the stale one out and the unknown (0) one kept", got)
 	}
 }
 
@@ -189,9 +192,9 @@ func TestNameCollision(t *testing.T) {
 	r := newTestRegistry(t, Config{})
 	rec := registrytest.NewRecorder()
 	p := newPoller(r, rec)
-	p.apps = &Applications{Apps: []Application{
-		{Name: "MY_APP", Instances: []Instance{upInstance("a-1", "10.0.0.1", 80)}},
-		{Name: "MY-APP", Instances: []Instance{upInstance("b-1", "10.0.0.2", 80)}},
+	p.apps = &wire.Applications{Apps: []wire.Application{
+		{Name: "MY_APP", Instances: []wire.Instance{upInstance("a-1", "10.0.0.1", 80)}},
+		{Name: "MY-APP", Instances: []wire.Instance{upInstance("b-1", "10.0.0.2", 80)}},
 	}}
 	p.remap([]string{"MY_APP", "MY-APP"}, time.Now())
 	p.reject()
@@ -210,7 +213,7 @@ func TestNameCollision(t *testing.T) {
 	if err := rejected["MY_APP"]; err == nil || reasonOf(err) != reasonName {
 		t.Errorf("rejections %v, want MY_APP for its name", rejected)
 	}
-	p.apps = &Applications{Apps: p.apps.Apps[:1]}
+	p.apps = &wire.Applications{Apps: p.apps.Apps[:1]}
 	p.remap([]string{"MY-APP"}, time.Now())
 	p.reject()
 	p.rec.Flush()
@@ -238,7 +241,7 @@ func TestConfigErrors(t *testing.T) {
 			[]string{`scheme "ftp"`, "lists http://h:1/eureka twice"}},
 		{"query", Config{URLs: []string{"http://h:1/eureka?x=1"}}, []string{"query or fragment"}},
 		{"intervals", Config{URLs: []string{"http://h/eureka"}, PollInterval: time.Millisecond, MaxLeaseAge: -1},
-			[]string{"--poll-interval 1ms", "--max-lease-age -1ns"}},
+			[]string{"--eureka-poll-interval 1ms", "--eureka-max-lease-age -1ns"}},
 		{"tls", Config{URLs: []string{"https://h/eureka"}, TLSCertFile: "/nonexistent"}, []string{"--eureka-tls-cert and --eureka-tls-key go together"}},
 		{"ca", Config{URLs: []string{"https://h/eureka"}, TLSCAFile: "/nonexistent/ca.pem"}, []string{"--eureka-tls-ca"}},
 		{"auth file", Config{URLs: []string{"http://h/eureka"}, AuthFile: "/nonexistent/auth"}, []string{"--eureka-auth-file"}},
@@ -305,17 +308,27 @@ func TestRejectionsLoggedOnceAndBounded(t *testing.T) {
 	r := newTestRegistry(t, Config{})
 	rec := registrytest.NewRecorder()
 	p := newPoller(r, rec)
-	apps := &Applications{}
+	apps := &wire.Applications{}
 	for i := range 50 {
-		apps.Skipped = append(apps.Skipped, Skipped{App: "BAD", InstanceID: "b-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Reason: reasonPort, Err: bad(reasonPort, errors.New("no enabled port"))})
+		apps.Skipped = append(apps.Skipped, wire.Skipped{App: "BAD", InstanceID: "b-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Reason: wire.ReasonPort, Err: bad(wire.ReasonPort, errors.New("no enabled port"))})
 	}
 	p.apps = apps
 	p.reject()
-	p.reject() // the same rejections again: not counted again
-	if n := value(r.metrics.rejected.WithLabelValues(reasonPort)); n != 50 {
-		t.Errorf("galleon_eureka_records_rejected_total{reason=port} = %v after the same 50 twice, want 50", n)
+	p.reject() // the same rejections again: not told again
+	p.rec.Flush()
+	n := 0
+	for _, e := range rec.Events() {
+		if e.Op == registrytest.OpRejected {
+			n++
+			if reason := registry.ReasonOf(e.Err, ""); reason != wire.ReasonPort {
+				t.Errorf("%s rejected with reason %q, want %q", e.Record, reason, wire.ReasonPort)
+			}
+		}
 	}
-	p.apps = &Applications{}
+	if n != 50 {
+		t.Errorf("%d rejections told after the same 50 twice, want 50", n)
+	}
+	p.apps = &wire.Applications{}
 	p.reject()
 	if len(p.told) != 0 {
 		t.Errorf("told %v after every rejection cleared", slices.Collect(maps.Keys(p.told)))
@@ -378,13 +391,13 @@ func TestFetchResults(t *testing.T) {
 // TestLocality: every rule of localityOf, and that no locality ever has a zone without a
 // region.
 func TestLocality(t *testing.T) {
-	amazon := func(az string) DataCenterInfo {
-		return DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": az}}
+	amazon := func(az string) wire.DataCenterInfo {
+		return wire.DataCenterInfo{Name: "Amazon", Metadata: map[string]string{"availability-zone": az}}
 	}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
-		dc   DataCenterInfo
+		dc   wire.DataCenterInfo
 		meta map[string]string
 		want string
 	}{
@@ -425,7 +438,7 @@ func TestLocality(t *testing.T) {
 	r := newTestRegistry(t, Config{Region: "eu-west-1"})
 	in := upInstance("i-1", "10.0.0.1", 8080)
 	in.Metadata = map[string]string{"zone": "zone-a"}
-	m := r.mapApplication(&Application{Name: "ORDERS", Instances: []Instance{in}}, time.Now())
+	m := r.mapApplication(&wire.Application{Name: "ORDERS", Instances: []wire.Instance{in}}, time.Now())
 	if !m.ok || m.svc.Instances[0].Locality != "eu-west-1/zone-a" {
 		t.Errorf("mapped %+v", m.svc.Instances)
 	}

@@ -11,7 +11,6 @@ type metrics struct {
 	bodyBytes     *prometheus.CounterVec
 	fullFetches   *prometheus.CounterVec
 	mismatches    prometheus.Counter
-	rejected      *prometheus.CounterVec
 	serverUp      *prometheus.GaugeVec
 	fetchDuration *prometheus.HistogramVec
 	suspect       *prometheus.CounterVec
@@ -23,7 +22,7 @@ const (
 	fullStart    = "start"    // the first listing
 	fullMismatch = "mismatch" // a delta left the local apps__hashcode unlike the server's
 	fullOutage   = "outage"   // no answer for longer than --eureka-delta-window
-	fullPeriodic = "periodic" // --eureka-relist-interval (or --max-lease-age)
+	fullPeriodic = "periodic" // --eureka-relist-interval (or --eureka-max-lease-age)
 	fullConfirm  = "confirm"  // a held listing that would remove most applications, asked for again
 	fullFailback = "failback" // the primary answers again while a standby is read
 )
@@ -53,16 +52,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		fullFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_eureka_full_fetches_total",
-			Help: "Full listings fetched, by reason (start, mismatch: a delta did not reconcile with apps__hashcode, outage: longer than --eureka-delta-window, periodic: --eureka-relist-interval or --max-lease-age, confirm: a held listing that would remove most applications asked for again, failback: the primary answers again while a standby is read).",
+			Help: "Full listings fetched, by reason (start, mismatch: a delta did not reconcile with apps__hashcode, outage: longer than --eureka-delta-window, periodic: --eureka-relist-interval or --eureka-max-lease-age, confirm: a held listing that would remove most applications asked for again, failback: the primary answers again while a standby is read).",
 		}, []string{"reason"}),
 		mismatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "galleon_eureka_hashcode_mismatches_total",
 			Help: "Deltas after which the local apps__hashcode differed from the server's. Each schedules one full fetch, jittered, and no more than one per back-off period.",
 		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "galleon_eureka_records_rejected_total",
-			Help: "Eureka instances (or listings) skipped as malformed, counted when first seen in that form, by reason (id, address, port, status, action, protocol, name, document, other). /debug/status names them as APP/instanceId.",
-		}, []string{"reason"}),
 		serverUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "galleon_eureka_server_up",
 			Help: "1 when the server answered its last request, 0 when it failed; by server. The adapter reads one server at a time and probes failed ones with back-off.",
@@ -82,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.wireBytes, m.bodyBytes, m.fullFetches, m.mismatches, m.rejected, m.serverUp, m.fetchDuration,
+		reg.MustRegister(m.requests, m.wireBytes, m.bodyBytes, m.fullFetches, m.mismatches, m.serverUp, m.fetchDuration,
 			m.suspect, m.holding)
 	}
 	return m

@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
+
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -123,11 +125,11 @@ func TestFailover(t *testing.T) {
 		{App: "orders", ID: "orders-2", IPAddr: "10.1.0.2", Port: 8080},
 	}
 	registerAll(ctx, t, servers, ins...)
-	renewEvery(t, b, 10*time.Second, func() map[string][]string {
+	eurekatest.RenewEvery(t, b, 10*time.Second, func() map[string][]string {
 		return map[string][]string{"ORDERS": {"orders-1", "orders-2", "orders-3"}}
 	})
 	for _, s := range servers {
-		waitListed(ctx, t, s, "ORDERS", "orders-2", StatusUp)
+		waitListed(ctx, t, s, "ORDERS", "orders-2", wire.StatusUp)
 	}
 	reg := prometheus.NewRegistry()
 	r, rec := runAdapter(t, Config{
@@ -194,8 +196,8 @@ func TestHashcodeMismatchOneFullFetch(t *testing.T) {
 	registerAll(ctx, t, []*eurekatest.Server{s},
 		eurekatest.Instance{App: "cart", ID: "cart-1", IPAddr: "10.2.0.1", Port: 8080},
 		eurekatest.Instance{App: "cart", ID: "cart-2", IPAddr: "10.2.0.2", Port: 8080})
-	renewEvery(t, s, 10*time.Second, func() map[string][]string { return map[string][]string{"CART": {"cart-1", "cart-2"}} })
-	waitListed(ctx, t, s, "CART", "cart-2", StatusUp)
+	eurekatest.RenewEvery(t, s, 10*time.Second, func() map[string][]string { return map[string][]string{"CART": {"cart-1", "cart-2"}} })
+	waitListed(ctx, t, s, "CART", "cart-2", wire.StatusUp)
 	r, rec := runAdapter(t, Config{
 		URLs:         []string{"http://" + proxy.Addr() + "/eureka"},
 		PollInterval: 300 * time.Millisecond,
@@ -214,10 +216,10 @@ func TestHashcodeMismatchOneFullFetch(t *testing.T) {
 	if err := proxy.Break(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetStatus(ctx, "CART", "cart-2", StatusOutOfService); err != nil {
+	if err := s.SetStatus(ctx, "CART", "cart-2", wire.StatusOutOfService); err != nil {
 		t.Fatal(err)
 	}
-	waitListed(ctx, t, s, "CART", "cart-2", StatusOutOfService)
+	waitListed(ctx, t, s, "CART", "cart-2", wire.StatusOutOfService)
 	// Out of the delta window: /apps/delta no longer lists the change.
 	if _, err := s.WaitApps(ctx, "/apps/delta", func(a *eurekatest.Applications) bool { return a.Find("CART", "cart-2") == nil }); err != nil {
 		t.Fatal(err)
@@ -257,7 +259,7 @@ func TestTLSAndBasicAuth(t *testing.T) {
 	defer cancel()
 	s := eurekatest.Start(t, eurekatest.Options{})
 	registerAll(ctx, t, []*eurekatest.Server{s}, eurekatest.Instance{App: "secure", ID: "secure-1", IPAddr: "10.3.0.1", Port: 8080})
-	waitListed(ctx, t, s, "SECURE", "secure-1", StatusUp)
+	waitListed(ctx, t, s, "SECURE", "secure-1", wire.StatusUp)
 	pki, err := testpki.Write(t.TempDir(), "eureka-client")
 	if err != nil {
 		t.Fatal(err)
@@ -351,8 +353,8 @@ func TestShortOutageResumesWithDelta(t *testing.T) {
 	registerAll(ctx, t, []*eurekatest.Server{s},
 		eurekatest.Instance{App: "pay", ID: "pay-1", IPAddr: "10.4.0.1", Port: 8080},
 		eurekatest.Instance{App: "pay", ID: "pay-2", IPAddr: "10.4.0.2", Port: 8080})
-	renewEvery(t, s, 10*time.Second, func() map[string][]string { return map[string][]string{"PAY": {"pay-1", "pay-2"}} })
-	waitListed(ctx, t, s, "PAY", "pay-2", StatusUp)
+	eurekatest.RenewEvery(t, s, 10*time.Second, func() map[string][]string { return map[string][]string{"PAY": {"pay-1", "pay-2"}} })
+	waitListed(ctx, t, s, "PAY", "pay-2", wire.StatusUp)
 	r, rec := runAdapter(t, Config{
 		URLs:         []string{"http://" + proxy.Addr() + "/eureka"},
 		PollInterval: 200 * time.Millisecond,
@@ -370,10 +372,10 @@ func TestShortOutageResumesWithDelta(t *testing.T) {
 	rec.WaitForEvents(t, 20*time.Second, func(events []registrytest.Event) bool {
 		return slices.ContainsFunc(events[before:], func(e registrytest.Event) bool { return e.Op == registrytest.OpUnreachable && e.Err != nil })
 	})
-	if err := s.SetStatus(ctx, "PAY", "pay-2", StatusOutOfService); err != nil {
+	if err := s.SetStatus(ctx, "PAY", "pay-2", wire.StatusOutOfService); err != nil {
 		t.Fatal(err)
 	}
-	waitListed(ctx, t, s, "PAY", "pay-2", StatusOutOfService)
+	waitListed(ctx, t, s, "PAY", "pay-2", wire.StatusOutOfService)
 	if err := proxy.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}

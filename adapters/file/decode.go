@@ -9,8 +9,8 @@ import (
 // decodeService fills spec from a service's node the way yaml.v3's Node.Decode does, for nodes
 // whose every value has the type its field wants: strings tagged !!str, whole numbers written in
 // decimal, no nulls, no repeated keys. It returns false for anything else, and parseService then
-// lets Node.Decode read the node, errors and all. Node.Decode was a quarter of a start's parse
-// (reflection per field, a resolve per scalar); TestDecodeServiceMatchesYAMLv3 and
+// lets Node.Decode read the node, errors and all. Node.Decode was a large part of a start's parse
+// (reflection per field, a resolve per scalar; docs/benchmarks.md, BenchmarkParseGenerated); TestDecodeServiceMatchesYAMLv3 and
 // FuzzDecodeService compare the two.
 //
 // Label and annotation maps come from in (see interner.strMapOf): most instances of a service

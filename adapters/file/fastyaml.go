@@ -7,15 +7,13 @@ import (
 )
 
 // fastDocuments builds the same yaml.v3 node trees that yaml.v3's parser builds, for a subset of
-// YAML that registry files are written in, about 7.7 times faster (the load tool's 21 files: 0.28 s
-// against 2.17 s for yaml.v3's trees, one run on a loaded machine, 2026-11-23). It
-// returns ok=false for anything outside the subset, and parseFile then uses yaml.v3, so what a
-// file means never depends on which parser read it; FuzzFastDocuments and
-// TestFastDocumentsMatchYAMLv3 compare the two.
+// YAML that registry files are written in, several times faster (see docs/benchmarks.md,
+// "galleon-file start", BenchmarkParseGenerated). It returns ok=false for anything outside the
+// subset, and parseFile then uses yaml.v3, so what a file means never depends on which parser
+// read it; FuzzFastDocuments and TestFastDocumentsMatchYAMLv3 compare the two.
 //
-// yaml.v3's parser is most of a start's work (10,001 services, 12 MB: about 60% of the CPU time
-// of reading the directory): it builds a token queue, an event stream and then the nodes, where
-// this builds the nodes in one pass.
+// yaml.v3's parser was most of the CPU time of reading the directory at start: it builds a token
+// queue, an event stream and then the nodes, where this builds the nodes in one pass.
 //
 // The subset:
 //   - ASCII without tabs, carriage returns or other control characters;
@@ -47,8 +45,8 @@ func fastDocuments(data []byte, arena *nodeArena) (docs []*yaml.Node, ok bool) {
 // decodes that service. Each entry of a block sequence that is the value of the top-level key
 // "services" is handed to item as soon as it is parsed, is left out of the tree, and its nodes
 // are reused for the next entry; the rest of each document is handed to docDone once the
-// document is complete. A file's tree was most of a start's allocation (24 of 217 MB), and the
-// collector scanned it over and over; the nodes of one service stay in the processor's cache.
+// document is complete. A file's tree was the largest part of a start's allocation, and the
+// collector scanned it over and over (docs/benchmarks.md, "galleon-file start"); the nodes of one service stay in the processor's cache.
 // item may be nil: every node stays in its tree.
 //
 // It returns false, with what it handed to item and docDone to be dropped, when data is
@@ -535,9 +533,8 @@ func (p *fastParser) node(kind yaml.Kind, line, col int) *yaml.Node {
 
 // nodeArena hands out yaml.Nodes from slabs, one allocation per nodeSlab nodes instead of one
 // each, and after reset hands out the same nodes again, keeping their Content arrays' capacity.
-// parsePool gives each goroutine one for all the files it parses: fresh nodes were 59% of the
-// bytes BenchmarkParseGenerated allocated, and with the arena a parse of the 12 MB registry
-// allocates 149 MB instead of 382 MB.
+// parsePool gives each goroutine one for all the files it parses: fresh nodes were most of the
+// bytes a parse allocated (see docs/benchmarks.md, BenchmarkParseGenerated).
 type nodeArena struct {
 	slabs [][]yaml.Node
 	slab  int // slabs[slab] is being handed out

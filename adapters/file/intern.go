@@ -37,8 +37,8 @@ type interner struct {
 
 // newInterner returns an interner for a file of size bytes. Its string table starts at the size
 // a file of the load tool's layout fills (a distinct string, an address mostly, per 100 bytes,
-// at most 64k): growing it step by step took about 3% of a start's CPU (130 of 3,950 ms over
-// three profiled starts).
+// at most 64k): growing it step by step was a measurable share of a start's CPU (see
+// docs/benchmarks.md, "galleon-file start", BenchmarkParseGenerated).
 func newInterner(size int) *interner {
 	return &interner{
 		strs:   make(map[string]string, min(size/100, 1<<16)),

@@ -701,7 +701,7 @@ func TestFileSizeIsBounded(t *testing.T) {
 	waitFor(t, "the oversize rejection", h.sink, hasEvent("rejected "+path+": cannot read file: file is "))
 	events := settle(t, h.sink)
 	last := events[len(events)-1]
-	if !strings.Contains(last, "over the limit of 1024 (--max-file-size)") || !strings.Contains(last, "last good content is still served") {
+	if !strings.Contains(last, "over the limit of 1024 (--file-max-size)") || !strings.Contains(last, "last good content is still served") {
 		t.Errorf("rejection does not say the limit and what is served: %q", last)
 	}
 	if _, state := h.sink.snapshot(); len(state) != 1 || firstAddress(state, "one") != "10.0.0.1" {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // Defaults of Config.
@@ -150,17 +151,35 @@ type hostData struct {
 func (cfg *Config) validate() (*template.Template, error) {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	cfg.checkServers(add)
+	cfg.checkTree(add)
+	cfg.checkTiming(add)
+	host := cfg.checkNaming(add)
+	cfg.checkLimits(add)
+	cfg.checkAuth(add)
+	cfg.checkTLS(add)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("zookeeper: %w", errors.Join(errs...))
+	}
+	return host, nil
+}
+
+// checkServers checks Servers.
+func (cfg *Config) checkServers(add func(format string, args ...any)) {
 	if len(cfg.Servers) == 0 {
-		add("--zk-servers is empty: give the ensemble's servers, e.g. --zk-servers zk1:2181,zk2:2181,zk3:2181")
+		add("--%s is empty: give the ensemble's servers, e.g. --%[1]s zk1:2181,zk2:2181,zk3:2181", flagServers)
 	}
 	for _, s := range cfg.Servers {
 		s = strings.TrimSpace(s)
 		if s == "" {
-			add("--zk-servers has an empty entry: give host:port pairs separated by commas")
+			add("--%s has an empty entry: give host:port pairs separated by commas", flagServers)
 			continue
 		}
 		if strings.Contains(s, "/") {
-			add("--zk-servers %q: a chroot suffix is not supported; give host:port and put the path in --zk-root", s)
+			add("--%s %q: a chroot suffix is not supported; give host:port and put the path in --%s", flagServers, s, flagRoot)
 			continue
 		}
 		if !strings.Contains(s, ":") {
@@ -168,19 +187,23 @@ func (cfg *Config) validate() (*template.Template, error) {
 		}
 		host, port, err := net.SplitHostPort(s)
 		if err != nil || host == "" {
-			add("--zk-servers %q: want host:port, e.g. zk1:2181 ([::1]:2181 for IPv6)", s)
+			add("--%s %q: want host:port, e.g. zk1:2181 ([::1]:2181 for IPv6)", flagServers, s)
 			continue
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			add("--zk-servers %q: port %q is not a number from 1 to 65535", s, port)
+			add("--%s %q: port %q is not a number from 1 to 65535", flagServers, s, port)
 		}
 	}
+}
+
+// checkTree checks and defaults Layout and Root.
+func (cfg *Config) checkTree(add func(format string, args ...any)) {
 	switch cfg.Layout {
 	case "":
 		cfg.Layout = LayoutCurator
 	case LayoutCurator, LayoutDubbo, LayoutDubbo3:
 	default:
-		add("--zk-layout %q: want %s, %s or %s", cfg.Layout, LayoutCurator, LayoutDubbo, LayoutDubbo3)
+		add("--%s %q: want %s, %s or %s", flagLayout, cfg.Layout, LayoutCurator, LayoutDubbo, LayoutDubbo3)
 	}
 	if cfg.Root == "" {
 		cfg.Root = DefaultRoot
@@ -189,25 +212,43 @@ func (cfg *Config) validate() (*template.Template, error) {
 		}
 	}
 	if err := checkRoot(cfg.Root); err != nil {
-		add("--zk-root %q: %v", cfg.Root, err)
+		add("--%s %q: %v", flagRoot, cfg.Root, err)
 	}
+}
+
+// checkTiming checks and defaults the durations.
+func (cfg *Config) checkTiming(add func(format string, args ...any)) {
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = DefaultSessionTimeout
 	}
 	if cfg.SessionTimeout < 100*time.Millisecond {
-		add("--zk-session-timeout %v: want a duration of at least 100ms, e.g. 10s (the server clamps it to 2-20 ticks)", cfg.SessionTimeout)
+		add("--%s %v: want a duration of at least 100ms, e.g. 10s (the server clamps it to 2-20 ticks)", flagSessionTimeout, cfg.SessionTimeout)
 	}
 	if cfg.UnreachableAfter == 0 {
 		cfg.UnreachableAfter = min(DefaultUnreachableAfter, cfg.SessionTimeout/2)
 	}
 	if cfg.UnreachableAfter < 0 || cfg.UnreachableAfter >= cfg.SessionTimeout {
-		add("--zk-unreachable-after %v: want a positive duration shorter than --zk-session-timeout (%v)", cfg.UnreachableAfter, cfg.SessionTimeout)
+		add("--%s %v: want a positive duration shorter than --%s (%v)", flagUnreachableAfter, cfg.UnreachableAfter, flagSessionTimeout, cfg.SessionTimeout)
 	}
+	if cfg.RelistInterval < 0 {
+		cfg.RelistInterval = DefaultRelistInterval
+	}
+	if cfg.RelistInterval > 0 && cfg.RelistInterval < time.Minute {
+		add("--%s %v: want 0 (off) or at least 1m: each relisting reads every service again", flagRelistInterval, cfg.RelistInterval)
+	}
+	if cfg.RetireEmptyAfter == 0 {
+		cfg.RetireEmptyAfter = DefaultRetireEmptyAfter
+	}
+}
+
+// checkNaming checks and defaults Namespace, HostTemplate and DubboProtocols, and returns the
+// host template parsed (nil when it is wrong).
+func (cfg *Config) checkNaming(add func(format string, args ...any)) *template.Template {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if model.DNSLabel(cfg.Namespace) != cfg.Namespace {
-		add("--namespace %q: want a DNS-1123 label (lower-case letters, digits and '-'), e.g. %q", cfg.Namespace, model.DNSLabel(cfg.Namespace))
+	if err := model.CheckNamespace(cfg.Namespace); err != nil {
+		add("--%s %w", flagNamespace, err)
 	}
 	if cfg.HostTemplate == "" {
 		cfg.HostTemplate = DefaultHostTemplate
@@ -217,64 +258,61 @@ func (cfg *Config) validate() (*template.Template, error) {
 	}
 	for scheme, proto := range cfg.DubboProtocols {
 		if _, err := protocolOf(proto); err != nil || scheme == "" {
-			add("--zk-dubbo-protocol %s=%s: want scheme=protocol, protocol one of %s", scheme, proto, strings.Join(knownProtocols, ", "))
+			add("--%s %s=%s: want scheme=protocol, protocol one of %s", flagDubboProtocol, scheme, proto, strings.Join(knownProtocols, ", "))
 		}
 	}
-	host, err := parseHostTemplate(cfg.HostTemplate)
+	host, err := registry.ParseHostTemplate(cfg.HostTemplate, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"})
 	if err != nil {
-		add("--zk-host-template: %v", err)
+		add("--%s: %v", flagHostTemplate, err)
 	}
-	if cfg.RelistInterval < 0 {
-		cfg.RelistInterval = DefaultRelistInterval
-	}
-	if cfg.RelistInterval > 0 && cfg.RelistInterval < time.Minute {
-		add("--zk-relist-interval %v: want 0 (off) or at least 1m: each relisting reads every service again", cfg.RelistInterval)
-	}
+	return host
+}
+
+// checkLimits checks and defaults MaxBuffer and ListConcurrency.
+func (cfg *Config) checkLimits(add func(format string, args ...any)) {
 	if cfg.MaxBuffer == 0 {
 		cfg.MaxBuffer = DefaultMaxBuffer
 	}
 	if cfg.MaxBuffer < minMaxBuffer || cfg.MaxBuffer > 1<<30 {
-		add("--zk-max-buffer %d: want %d bytes to 1 GiB, matching the servers' jute.maxbuffer, e.g. %d", cfg.MaxBuffer, minMaxBuffer, DefaultMaxBuffer)
-	}
-	if cfg.RetireEmptyAfter == 0 {
-		cfg.RetireEmptyAfter = DefaultRetireEmptyAfter
+		add("--%s %d: want %d bytes to 1 GiB, matching the servers' jute.maxbuffer, e.g. %d", flagMaxBuffer, cfg.MaxBuffer, minMaxBuffer, DefaultMaxBuffer)
 	}
 	if cfg.ListConcurrency == 0 {
 		cfg.ListConcurrency = DefaultListConcurrency
 	}
 	if cfg.ListConcurrency < 1 || cfg.ListConcurrency > 1024 {
-		add("--zk-list-concurrency %d: want 1 to 1024", cfg.ListConcurrency)
+		add("--%s %d: want 1 to 1024", flagListConcurrency, cfg.ListConcurrency)
 	}
+}
+
+// checkAuth checks Auth and AuthFile.
+func (cfg *Config) checkAuth(add func(format string, args ...any)) {
 	switch {
 	case cfg.Auth != "" && cfg.AuthFile != "":
-		add("--zk-auth and --zk-auth-file are both set: give one")
+		add("--%s and --%s are both set: give one", flagAuth, flagAuthFile)
 	case cfg.Auth != "":
 		if err := checkDigest(cfg.Auth); err != nil {
-			add("--zk-auth: %v", err)
+			add("--%s: %v", flagAuth, err)
 		}
 	case cfg.AuthFile != "":
 		if _, err := cfg.digest(); err != nil {
 			add("%v", err)
 		}
 	}
+}
+
+// checkTLS checks the TLS settings, and that the files they name make a client configuration.
+func (cfg *Config) checkTLS(add func(format string, args ...any)) {
 	if (cfg.TLSCertFile == "") != (cfg.TLSKeyFile == "") {
-		add("--zk-tls-cert and --zk-tls-key go together: give both (a client certificate for mutual TLS) or neither")
+		add("--%s and --%s go together: give both (a client certificate for mutual TLS) or neither", flagTLSCert, flagTLSKey)
 	}
 	if cfg.TLSServerName != "" && !cfg.tlsEnabled() {
-		add("--zk-tls-server-name is set but TLS is off: add --zk-tls (and --zk-tls-ca)")
+		add("--%s is set but TLS is off: add --%s (and --%s)", flagTLSServerName, flagTLS, flagTLSCA)
 	}
 	if cfg.tlsEnabled() {
 		if _, err := cfg.tlsConfig("check"); err != nil {
 			add("%v", err)
 		}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("zookeeper: %w", errors.Join(errs...))
-	}
-	return host, nil
 }
 
 // checkRoot accepts an absolute znode path other than "/" without a trailing slash.
@@ -295,21 +333,4 @@ func checkRoot(root string) error {
 		}
 	}
 	return nil
-}
-
-func parseHostTemplate(text string) (*template.Template, error) {
-	t, err := template.New("host").Option("missingkey=error").Parse(text)
-	if err != nil {
-		return nil, err
-	}
-	// Render a sample so that a template referring to an unknown field fails now, not on the
-	// first service.
-	var b strings.Builder
-	if err := t.Execute(&b, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}); err != nil {
-		return nil, err
-	}
-	if model.HostName(b.String()) == "" {
-		return nil, fmt.Errorf("%q renders %q, which is not a host name", text, b.String())
-	}
-	return t, nil
 }

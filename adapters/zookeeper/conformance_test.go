@@ -1,17 +1,17 @@
 package zookeeper
 
 import (
-	"context"
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
 // TestConformance runs the SDK's conformance kit against a real ZooKeeper server. The driver
-// writes Curator instance nodes (one transaction per Put), corrupts a service with a node that
+// (zktest.CuratorDriver) writes Curator instance nodes (one transaction per Put), corrupts a service with a node that
 // is not JSON (record: the node's path), and breaks the registry with a TCP proxy between the
 // adapter and the server that cuts every connection.
 //
@@ -25,11 +25,13 @@ import (
 func TestConformance(t *testing.T) {
 	s := startServer(t)
 	proxy := registrytest.NewProxy(t, s.Addr())
-	d := &kitDriver{Proxy: proxy, w: writer{c: client(t, s.Addr()), root: "/galleon-kit"}}
-	d.w.ensureRoot(t)
+	d := &zktest.CuratorDriver{Proxy: proxy, W: &zktest.Writer{Conn: client(t, s.Addr()), Root: "/galleon-kit", Timeout: waitTimeout}}
+	if err := d.W.EnsureRoot(); err != nil {
+		t.Fatal(err)
+	}
 	// What Curator cannot hold: service labels (the adapter has none to report), and the port's
 	// name (the adapter leaves the default, "http-8080"). Hosts are derived from the name.
-	runKit(t, proxy, Config{Root: d.w.root}, d, func(svc model.Service) model.Service {
+	runKit(t, proxy, Config{Root: d.W.Root}, d, func(svc model.Service) model.Service {
 		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
 		svc.Labels = nil
 		for i := range svc.Ports {
@@ -63,44 +65,4 @@ func runKit(t *testing.T, proxy *registrytest.Proxy, cfg Config, d registrytest.
 		registrytest.WithTimeout(20*time.Second),
 		registrytest.WithNormalize(normalize),
 	)
-}
-
-// kitDriver writes the kit's services as Curator instance nodes: Unhealthy instances carry
-// instance_status DOWN, Draining ones OUT_OF_SERVICE (Spring's status), labels are metadata.
-type kitDriver struct {
-	*registrytest.Proxy
-	w writer
-}
-
-var (
-	_ registrytest.Driver    = (*kitDriver)(nil)
-	_ registrytest.Corrupter = (*kitDriver)(nil)
-	_ registrytest.Breaker   = (*kitDriver)(nil)
-)
-
-func (d *kitDriver) Put(_ context.Context, svc model.Service) error {
-	nodes := map[string][]byte{}
-	for _, inst := range svc.Instances {
-		meta := map[string]string{}
-		for k, v := range inst.Labels {
-			meta[k] = v
-		}
-		switch inst.Health {
-		case model.Unhealthy:
-			meta[statusKey] = "DOWN"
-		case model.Draining:
-			meta[statusKey] = statusOutOfService
-		}
-		nodes[inst.ID] = curatorJSON(svc.Name, inst.ID, inst.Address, int(svc.Ports[0].Number), 0, meta)
-	}
-	return d.w.set(svc.Name, nodes)
-}
-
-func (d *kitDriver) Remove(_ context.Context, key model.ServiceKey) error {
-	return d.w.remove(key.Name)
-}
-
-func (d *kitDriver) Corrupt(_ context.Context, key model.ServiceKey) (string, error) {
-	id := key.Name + "-bad"
-	return d.w.root + "/" + key.Name + "/" + id, d.w.set(key.Name, map[string][]byte{id: []byte(`{"name": "` + key.Name + `", "address": `)})
 }

@@ -2,11 +2,9 @@ package zookeeper
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
-	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -15,8 +13,12 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
+
+// reasonOf is the reason err was given (bad), or other: the label the core counts it under.
+func reasonOf(err error) string { return registry.ReasonOf(err, reasonOther) }
 
 // waitTimeout bounds every wait for a report; generous for -race on two loaded cores.
 const waitTimeout = 20 * time.Second
@@ -37,7 +39,8 @@ func client(t testing.TB, addr string) *zk.Conn {
 
 // clientOf is a client of any of addrs (an ensemble's members). It is as robust as the adapter
 // under load and across a server's restart (CI saw a stock client's write fail after a restart,
-// "zk: could not connect to a server", and its first attempt reach the server 68 s later):
+// "zk: could not connect to a server", and its first attempt reach the server only after the
+// handshake's ten read timeouts, see zktest.ClientDial):
 // it dials with zktest.ClientDial, which bounds the session handshake, and tries the servers
 // with testHosts, which never makes the client fail the requests it holds while it has no
 // connection (go-zookeeper fails them with ErrNoServer whenever its host provider asks for a
@@ -90,115 +93,35 @@ type nopLogger struct{}
 
 func (nopLogger) Printf(string, ...any) {}
 
-// writer writes Curator instance nodes under root.
+// writer writes Curator instance nodes under root: zktest.Writer, each write tried again for
+// waitTimeout while the connection breaks.
 type writer struct {
 	c    *zk.Conn
 	root string
 }
 
+func (w *writer) zw() *zktest.Writer {
+	return &zktest.Writer{Conn: w.c, Root: w.root, Timeout: waitTimeout}
+}
+
 // curatorJSON is what Curator's JsonInstanceSerializer writes for a Spring Cloud Zookeeper
 // instance listening on port (and sslPort when not 0).
 func curatorJSON(name, id, address string, port, sslPort int, meta map[string]string) []byte {
-	if meta == nil {
-		meta = map[string]string{}
-	}
-	var ssl any
-	if sslPort != 0 {
-		ssl = sslPort
-	}
-	b, err := json.Marshal(map[string]any{
-		"name": name, "id": id, "address": address, "port": port, "sslPort": ssl,
-		"payload": map[string]any{
-			"@class":   "org.springframework.cloud.zookeeper.discovery.ZookeeperInstance",
-			"id":       name + "-" + id,
-			"name":     name,
-			"metadata": meta,
-		},
-		"registrationTimeUTC": 1700000000000,
-		"serviceType":         "DYNAMIC",
-		"uriSpec":             map[string]any{"parts": []map[string]any{{"value": "scheme", "variable": true}, {"value": "://", "variable": false}}},
-	})
-	if err != nil {
-		panic(err)
-	}
-	return b
+	return zktest.CuratorJSON(name, id, address, port, sslPort, meta)
 }
 
 func (w *writer) ensureRoot(t testing.TB) {
 	t.Helper()
-	err := retry(func() error {
-		_, err := w.c.Create(w.root, nil, 0, zk.WorldACL(zk.PermAll))
-		if errors.Is(err, zk.ErrNodeExists) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
+	if err := w.zw().EnsureRoot(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // set makes service name hold exactly nodes (id -> data), in one transaction.
-func (w *writer) set(name string, nodes map[string][]byte) error {
-	return retry(func() error { return w.trySet(name, nodes) })
-}
-
-func (w *writer) trySet(name string, nodes map[string][]byte) error {
-	p := w.root + "/" + name
-	existing, _, err := w.c.Children(p)
-	var ops []any
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		ops = append(ops, &zk.CreateRequest{Path: p, Acl: zk.WorldACL(zk.PermAll)})
-	case err != nil:
-		return err
-	}
-	for _, id := range existing {
-		if _, keep := nodes[id]; !keep {
-			ops = append(ops, &zk.DeleteRequest{Path: p + "/" + id, Version: -1})
-		}
-	}
-	ids := make([]string, 0, len(nodes))
-	for id := range nodes {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if slices.Contains(existing, id) {
-			ops = append(ops, &zk.SetDataRequest{Path: p + "/" + id, Data: nodes[id], Version: -1})
-		} else {
-			ops = append(ops, &zk.CreateRequest{Path: p + "/" + id, Data: nodes[id], Acl: zk.WorldACL(zk.PermAll)})
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	_, err = w.c.Multi(ops...)
-	return err
-}
+func (w *writer) set(name string, nodes map[string][]byte) error { return w.zw().Set(name, nodes) }
 
 // remove deletes service name and its nodes, in one transaction.
-func (w *writer) remove(name string) error {
-	return retry(func() error { return w.tryRemove(name) })
-}
-
-func (w *writer) tryRemove(name string) error {
-	p := w.root + "/" + name
-	existing, _, err := w.c.Children(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var ops []any
-	for _, id := range existing {
-		ops = append(ops, &zk.DeleteRequest{Path: p + "/" + id, Version: -1})
-	}
-	ops = append(ops, &zk.DeleteRequest{Path: p, Version: -1})
-	_, err = w.c.Multi(ops...)
-	return err
-}
+func (w *writer) remove(name string) error { return w.zw().Remove(name) }
 
 // run runs reg with a Recorder until the test ends, then checks that Run returned
 // context.Canceled promptly and that the Sink calls keep the contract.

@@ -13,11 +13,11 @@ import (
 // names once, at start, and shuffles them, as go-zookeeper's DNSHostProvider does; it differs in
 // when the client pauses. DNSHostProvider asks for a pause (go-zookeeper sleeps 1 s) as soon as
 // it comes back to the server the client was last connected to, so with one server every
-// reconnection, even to a server that is back, started with that second: a session expiry took
-// 2 s longer to notice and converge (measured by TestZooKeeperToIstiod and make demo). This
-// one asks for the pause only once every server has been tried since the last connection: the
-// first attempt after a loss is immediate, and a server that stays down is still tried once a
-// second, not in a tight loop.
+// reconnection, even to a server that is back, started with that second, and a session expiry
+// took that much longer to notice and converge (see docs/benchmarks.md,
+// TestZooKeeperToIstiod). This one asks for the pause only once every server has been tried
+// since the last connection: the first attempt after a loss is immediate, and a server that
+// stays down is still tried once a second, not in a tight loop.
 //
 // A connection that a server drops soon after the session is established (flapTime) is not a
 // recovery: each such drop doubles a wait before the next attempt, from flapBase to flapMax,

@@ -87,7 +87,7 @@ func (curator) readsData() bool                        { return true }
 func (curator) parseInstance(_, id string, data []byte) (endpoint, error) {
 	if dubboCategories[id] && len(bytes.TrimSpace(data)) == 0 {
 		// <root>/<interface>/providers: a Dubbo 2 registry read as Curator's.
-		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --zk-layout=%s (root %s by default)", quote(id), LayoutDubbo, DefaultDubboRoot))
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --%s=%s (root %s by default)", quote(id), flagLayout, LayoutDubbo, DefaultDubboRoot))
 	}
 	var ci curatorInstance
 	return curatorEndpoint(id, data, &ci, true)
@@ -132,7 +132,7 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (
 	if why := dubbo3Sign(class, meta); why != "" && spring {
 		// A Dubbo 3 application instance (Java Dubbo or dubbo-go) read as Spring's: its ports
 		// would be served as HTTP and Dubbo's bookkeeping as labels.
-		return endpoint{}, bad(reasonLayout, fmt.Errorf("a Dubbo 3 application instance (%s), not a Spring Cloud Zookeeper one: read this root with --zk-layout=%s", why, LayoutDubbo3))
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("a Dubbo 3 application instance (%s), not a Spring Cloud Zookeeper one: read this root with --%s=%s", why, flagLayout, LayoutDubbo3))
 	}
 	e := endpoint{inst: model.Instance{ID: id, Address: ci.Address, Labels: meta, Health: model.Healthy}}
 	if v, ok := meta[statusKey]; ok {
@@ -223,7 +223,7 @@ func mapService(hd hostData, host *template.Template, endpoints []*endpoint, mem
 	svc = model.Service{Namespace: hd.Namespace, Name: hd.Name}
 	var b strings.Builder
 	if err := host.Execute(&b, hd); err != nil {
-		return svc, mem, false, fmt.Errorf("--zk-host-template: %w", err)
+		return svc, mem, false, fmt.Errorf("--%s: %w", flagHostTemplate, err)
 	}
 	svc.Hosts = []string{b.String()}
 	// Instances in ID order, so that a port the instances disagree on takes the protocol of the

@@ -9,13 +9,13 @@ import (
 	"github.com/galleon-mesh/galleon/registry"
 )
 
-// metrics are the adapter's own; the core's (unreachable, records rejected, services served)
-// are on the same /metrics page.
+// metrics are the adapter's own; the core's (unreachable, records rejected by reason, services
+// served) are on the same /metrics page. The nodes the adapter rejects are counted there, by the
+// reason each rejection carries (bad, registry.Reason): galleon_registry_records_rejected_total.
 type metrics struct {
 	requests *prometheus.CounterVec
 	sessions *prometheus.CounterVec
 	relists  *prometheus.CounterVec
-	rejected *prometheus.CounterVec
 	// Issue 27: answers over the client's limit, reads backing off, silent servers, retired
 	// services.
 	oversized  prometheus.Counter
@@ -38,10 +38,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "galleon_zookeeper_relists_total",
 			Help: "Reads of every known path, by reason (session_expired: watches lost; periodic: --zk-relist-interval).",
 		}, []string{"reason"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "galleon_zookeeper_records_rejected_total",
-			Help: "ZooKeeper nodes skipped as malformed, counted each time one is read, by reason (url, json, address, port, protocol, layout, parameter, size, read, duplicate, override, other). /debug/status names the nodes.",
-		}, []string{"reason"}),
 	}
 	m.oversized = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "galleon_zookeeper_oversized_answers_total",
@@ -63,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.backingOff.WithLabelValues(c) // present at 0
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.sessions, m.relists, m.rejected, m.oversized, m.backingOff, m.silences, m.retired)
+		reg.MustRegister(m.requests, m.sessions, m.relists, m.oversized, m.backingOff, m.silences, m.retired)
 	}
 	return m
 }
@@ -83,7 +79,7 @@ func (m *metrics) request(op string, err error) {
 	m.requests.WithLabelValues(op, result).Inc()
 }
 
-// Reasons a node is rejected (the label of galleon_zookeeper_records_rejected_total).
+// Reasons a node is rejected (the reason label of the core's galleon_registry_records_rejected_total).
 const (
 	reasonURL       = "url"
 	reasonJSON      = "json"
@@ -99,6 +95,3 @@ const (
 
 // bad gives err the reason it is counted under (registry.Reason).
 func bad(reason string, err error) error { return registry.Reason(reason, err) }
-
-// reasonOf is the reason err was given, or other.
-func reasonOf(err error) string { return registry.ReasonOf(err, reasonOther) }

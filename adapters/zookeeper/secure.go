@@ -35,10 +35,10 @@ func (cfg *Config) digest() (string, error) {
 	}
 	s, err := tlsfiles.ReadSecret(cfg.AuthFile)
 	if err != nil {
-		return "", fmt.Errorf("--zk-auth-file: %w", err)
+		return "", fmt.Errorf("--%s: %w", flagAuthFile, err)
 	}
 	if err := checkDigest(s); err != nil {
-		return "", fmt.Errorf("--zk-auth-file %s: %w", cfg.AuthFile, err)
+		return "", fmt.Errorf("--%s %s: %w", flagAuthFile, cfg.AuthFile, err)
 	}
 	return s, nil
 }
@@ -52,7 +52,7 @@ func (cfg *Config) tlsEnabled() bool {
 func (cfg *Config) tlsConfig(serverName string) (*tls.Config, error) {
 	return tlsfiles.Files{
 		CAFile: cfg.TLSCAFile, CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, ServerName: cfg.TLSServerName,
-		CAFlag: "--zk-tls-ca", CertFlag: "--zk-tls-cert", KeyFlag: "--zk-tls-key",
+		CAFlag: "--" + flagTLSCA, CertFlag: "--" + flagTLSCert, KeyFlag: "--" + flagTLSKey,
 	}.Config(serverName)
 }
 

@@ -114,7 +114,7 @@ func TestTLS(t *testing.T) {
 	// Another CA: the handshake fails, and the report says where. The report is made when
 	// UnreachableAfter ends, naming the last dial error; a later, different message waits 30 s
 	// (the Reconciler's repeat rule), so UnreachableAfter leaves the first handshake ample time
-	// even on a loaded machine (CI saw it miss 500 ms).
+	// even on a loaded machine (CI has seen a shorter one missed).
 	other := filepath.Join(t.TempDir(), "other-ca.pem")
 	writeSelfSignedCA(t, other)
 	rec = run(t, Config{Servers: []string{s.SecureAddr()}, TLSCAFile: other, TLSCertFile: files.ClientCert, TLSKeyFile: files.ClientKey,

@@ -11,7 +11,7 @@ import (
 // listing; a running one keeps serving what it read), the registry is reported unreachable
 // with what to check, and the exists watch set by the read says when it appears.
 func (w *watcher) rootGone() {
-	err := fmt.Errorf("root znode %q does not exist: check --zk-root, or the registry lost its data", w.r.cfg.Root)
+	err := fmt.Errorf("root znode %q does not exist: check --%s, or the registry lost its data", w.r.cfg.Root, flagRoot)
 	if w.rootMissing == nil {
 		w.r.log.Warn("the root znode does not exist; serving what was read last, watching for it to appear",
 			"error", err, "services_known", len(w.services))
@@ -35,8 +35,8 @@ func (w *watcher) bigAnswer(b bigAnswer) {
 // again with a backoff. It reports whether the read was found.
 func (w *watcher) tooBig(b bigAnswer) bool {
 	w.r.metrics.oversized.Inc()
-	err := fmt.Errorf("%w: ZooKeeper's answer to reading %s is %d bytes, over the client's limit of %d bytes (--zk-max-buffer, which should match the servers' jute.maxbuffer); it broke the connection",
-		errOversized, b.path, b.size, w.r.cfg.MaxBuffer)
+	err := fmt.Errorf("%w: ZooKeeper's answer to reading %s is %d bytes, over the client's limit of %d bytes (--%s, which should match the servers' jute.maxbuffer); it broke the connection",
+		errOversized, b.path, b.size, w.r.cfg.MaxBuffer, flagMaxBuffer)
 	r, ok := w.readOf(b.path, b.op)
 	if !ok {
 		w.r.log.Warn("an answer over the client's limit broke the connection", "error", err)
@@ -44,7 +44,7 @@ func (w *watcher) tooBig(b bigAnswer) bool {
 	}
 	switch {
 	case r.id != "":
-		delete(w.dirtyNode, nodeKey{r.name, r.id})
+		delete(w.dirty.node, nodeKey{r.name, r.id})
 		n := w.services[r.name].nodes[r.id]
 		err = w.retryLater(r, b.path, err)
 		n.err = bad(reasonSize, fmt.Errorf("cannot read the node: %w", err))
@@ -82,7 +82,7 @@ func (w *watcher) readOf(p string, op int32) (laterRead, bool) {
 // it sends a probe (an exists of the root) every UnreachableAfter/4, so that there is always
 // an answer owed to wait for.
 func (w *watcher) checkLive() {
-	if !w.hasSession {
+	if !w.sess.has {
 		return
 	}
 	w.mu.Lock()
@@ -95,28 +95,28 @@ func (w *watcher) checkLive() {
 	ua := w.r.cfg.UnreachableAfter
 	silent, owed := fc.silence(now)
 	switch {
-	case silent > ua && !w.silent:
-		w.silent = true
-		w.silentSession = w.session
+	case silent > ua && !w.live.silent:
+		w.live.silent = true
+		w.live.session = w.sess.id
 		err := fmt.Errorf("zookeeper %s: the server has answered nothing for %v while owing %d answers (paused, overloaded or cut off); serving what was read last",
 			fc.RemoteAddr(), silent.Round(time.Millisecond), owed)
 		w.r.log.Warn("ZooKeeper server not answering", "error", err)
 		w.r.metrics.silences.Inc()
 		w.rec.Unreachable(err)
 		w.down = true
-	case w.silent && silent <= ua:
-		w.silent = false
+	case w.live.silent && silent <= ua:
+		w.live.silent = false
 		w.r.log.Info("the ZooKeeper server answers again", "server", fc.RemoteAddr())
-		if w.session == w.silentSession {
+		if w.sess.id == w.live.session {
 			w.rec.Resumed() // the same connection: no watch was lost
 		}
 		w.changed = true
 	}
-	if !w.probing.Load() && fc.idle(now) > ua/4 {
-		w.probing.Store(true)
+	if !w.live.probing.Load() && fc.idle(now) > ua/4 {
+		w.live.probing.Store(true)
 		conn, root := w.conn, w.r.cfg.Root
-		w.probes.Go(func() {
-			defer w.probing.Store(false)
+		w.live.probes.Go(func() {
+			defer w.live.probing.Store(false)
 			_, _, err := conn.Exists(root)
 			w.r.metrics.request("probe", err)
 		})

@@ -20,36 +20,36 @@ func (w *watcher) retire(name, sn string, emptySince, now time.Time) bool {
 		w.r.log.Debug("retiring a service without instances", "service", sn, "znode", name, "empty_since", emptySince)
 		return true
 	}
-	if d, ok := w.retireDue[name]; !ok || due.Before(d) {
-		w.retireDue[name] = due
+	if d, ok := w.retiring.due[name]; !ok || due.Before(d) {
+		w.retiring.due[name] = due
 	}
-	if w.retireNext.IsZero() || due.Before(w.retireNext) {
-		w.retireNext = due
-		w.retireT.Reset(time.Until(due))
+	if w.retiring.next.IsZero() || due.Before(w.retiring.next) {
+		w.retiring.next = due
+		w.retiring.t.Reset(time.Until(due))
 	}
 	return false
 }
 
-// retireNow builds again the services with a served name due to be retired, and sets retireT
+// retireNow builds again the services with a served name due to be retired, and sets retiring.t
 // for the next.
 func (w *watcher) retireNow() {
-	w.retireNext = time.Time{}
+	w.retiring.next = time.Time{}
 	now := time.Now()
 	var next time.Time
-	for name, due := range w.retireDue {
+	for name, due := range w.retiring.due {
 		if now.Before(due) {
 			if next.IsZero() || due.Before(next) {
 				next = due
 			}
 			continue
 		}
-		delete(w.retireDue, name)
+		delete(w.retiring.due, name)
 		if _, ok := w.services[name]; ok {
 			w.touch(name) // build retires what is due and schedules the rest
 		}
 	}
 	if !next.IsZero() {
-		w.retireNext = next
-		w.retireT.Reset(time.Until(next))
+		w.retiring.next = next
+		w.retiring.t.Reset(time.Until(next))
 	}
 }

@@ -408,8 +408,8 @@ func TestRetireEmpty(t *testing.T) {
 
 // TestPausedServer (issue 27, smaller): a server that stops answering (SIGSTOP) is reported
 // unreachable about --zk-unreachable-after after it stopped, not after the client's read
-// timeout on top (two thirds of the session timeout: 13 s here; the issue measured 8.7 s with
-// 2 s against a 10 s session), and reachable again, without a relisting, once it answers.
+// timeout on top (two thirds of the session timeout: 13 s here; see docs/benchmarks.md,
+// TestPausedServer), and reachable again, without a relisting, once it answers.
 func TestPausedServer(t *testing.T) {
 	s := startServer(t)
 	w := writer{c: client(t, s.Addr()), root: "/paused"}

@@ -17,19 +17,21 @@ func main() {
 		Name:     "galleon-file",
 		Registry: "file",
 		Summary:  "serves the services described by YAML files in a directory to istiod",
-		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-			var cfg file.Config
-			fs.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files (required)")
-			fs.StringVar(&cfg.Namespace, "namespace", "default", "namespace of services whose file gives none")
-			fs.DurationVar(&cfg.Resync, "resync", 0, "interval of the full re-scan that backs up the file watch (0: 30s)")
-			fs.DurationVar(&cfg.RemovalDelay, "removal-delay", file.DefaultRemovalDelay, "a scan that removes a service or an instance is served once the directory was unchanged this long (files written in place read short meanwhile); additions and changes are served at once")
-			fs.DurationVar(&cfg.ScanQuiet, "scan-quiet", file.DefaultScanQuiet, "a file-system event is followed by a scan once the directory was quiet this long, so that one save costs one scan (at most 250ms); lower it where files change in one step, like a ConfigMap volume")
-			fs.StringVar(&cfg.StateDir, "state-dir", "", "directory that keeps each file's last good content, so that a file malformed at restart still serves what it did (empty: kept in memory only)")
-			fs.Int64Var(&cfg.MaxFileSize, "max-file-size", file.DefaultMaxFileSize, "largest registry file read, in bytes; a larger one is rejected and its last good content stays served")
-			return func(env daemon.Env) (registry.Registry, error) {
-				cfg.Logger = env.Logger
-				return file.New(cfg)
-			}
-		},
+		Flags:    flags,
 	}))
+}
+
+// flags declares the adapter's flags (file.Config.AddFlags), keeps their
+// names before issue 28 working with a warning, and builds the registry
+// from them.
+func flags(fs *pflag.FlagSet) daemon.NewRegistry {
+	var cfg file.Config
+	cfg.AddFlags(fs)
+	for old, current := range file.RenamedFlags() {
+		daemon.DeprecatedFlag(fs, old, current)
+	}
+	return func(env daemon.Env) (registry.Registry, error) {
+		cfg.Logger = env.Logger
+		return file.New(cfg)
+	}
 }

@@ -5,7 +5,7 @@
 // and the source's memory.
 //
 //	galleon-load generate --dir /tmp/reg --services 10000 --instances 10
-//	galleon-file --dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
+//	galleon-file --file-dir /tmp/reg --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
 //	galleon-load run --addr 127.0.0.1:16010 --dir /tmp/reg --sinks 10 --protocol sotw \
 //	  --metrics http://127.0.0.1:16014/metrics
 //
@@ -121,7 +121,7 @@ func main() {
 		fs.DurationVar(&cfg.RenewInterval, "renew-interval", loadtest.DefaultRenewInterval, "renew each instance this long after its registration, then after each renewal (at most two thirds of --lease-duration)")
 		fs.DurationVar(&cfg.LeaseDuration, "lease-duration", loadtest.DefaultLeaseDuration, "the lease the instances declare (leaseInfo durationInSecs; renewalIntervalInSecs a third of it): how long a server keeps an instance whose renewals it has not seen (Polaris: at most 180s, longer ones become 15 s)")
 		fs.Float64Var(&cfg.ChurnPercent, "churn-percent", 0, "percent of the instances (LOAD-TARGET's aside) registered again with a new metadata value every --churn-interval, spread evenly; 0: none")
-		fs.DurationVar(&cfg.ChurnInterval, "churn-interval", loadtest.DefaultChurnInterval, "the period of --churn-percent: the source's --poll-interval makes it churn per poll")
+		fs.DurationVar(&cfg.ChurnInterval, "churn-interval", loadtest.DefaultChurnInterval, "the period of --churn-percent: the source's --eureka-poll-interval makes it churn per poll")
 		fs.DurationVar(&cfg.ReportInterval, "report-interval", 0, "print the counts (renewals, changes, how late) this often once registered (default: --renew-interval)")
 		_ = fs.Parse(os.Args[2:])
 		cfg.Registered = func(st loadtest.EurekaGenerateStats) {
@@ -150,7 +150,7 @@ func main() {
 		fs.StringVar(&cfg.ZKRoot, "zk-root", "", "the source's --zk-root (default /dubbo for dubbo, /services for curator)")
 		eurekaURL := fs.String("eureka-url", "", "base URL of a Eureka server the source reads, to make changes in (instead of --dir; register the registry with eureka-generate, and keep it running)")
 		eurekaNamespace := fs.String("eureka-namespace", "default", "the source's --namespace (with --eureka-url)")
-		jitter := fs.Duration("interval-jitter", 0, "with --eureka-url: a random extra pause of up to this after each change, so that changes fall at every point of the source's poll cycle; give its --poll-interval")
+		jitter := fs.Duration("interval-jitter", 0, "with --eureka-url: a random extra pause of up to this after each change, so that changes fall at every point of the source's poll cycle; give its --eureka-poll-interval")
 		fs.IntVar(&cfg.Changes, "changes", 100, "changes to make, one at a time")
 		fs.DurationVar(&cfg.Interval, "interval", 50*time.Millisecond, "pause after each change has reached every sink")
 		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change; with --eureka-url, its Eureka requests over the changes)")

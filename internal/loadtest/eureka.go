@@ -13,9 +13,7 @@ package loadtest
 // lease), so the generator runs for as long as the registry is needed.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +32,7 @@ import (
 
 	networkingv1alpha3 "istio.io/api/networking/v1alpha3"
 
+	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
@@ -53,7 +52,7 @@ const (
 	// DefaultRenewInterval is Eureka clients' own
 	// (eureka.instance.lease-renewal-interval-in-seconds).
 	DefaultRenewInterval = 30 * time.Second
-	// DefaultChurnInterval is the Eureka adapter's default --poll-interval:
+	// DefaultChurnInterval is the Eureka adapter's default --eureka-poll-interval:
 	// ChurnPercent is "per poll".
 	DefaultChurnInterval = 10 * time.Second
 	// DefaultLeaseDuration is Eureka clients' own
@@ -120,52 +119,35 @@ func leaseOf(d time.Duration) eurekaLease {
 	return eurekaLease{Renewal: secs / 3, Duration: secs}
 }
 
-// json is the registration body, Netflix's {"instance": {...}} as Spring
-// Cloud Netflix's client sends it (the URLs, lease and metadata make an
-// instance as long as a real one in listings).
-func (in eurekaInstance) json() []byte {
-	type port struct {
-		Value   int    `json:"$"`
-		Enabled string `json:"@enabled"`
-	}
+// registration is the instance as Spring Cloud Netflix's client registers it
+// (the URLs, lease and metadata make an instance as long as a real one in
+// listings).
+func (in eurekaInstance) registration() eurekatest.Instance {
 	meta := map[string]string{"management.port": "8081", "zone": "zone-a", "version": "v1"}
 	if in.churn != 0 {
 		meta[eurekaChurnKey] = strconv.FormatInt(in.churn, 10)
 	}
 	vip := strings.ToLower(in.app)
-	b, err := json.Marshal(map[string]any{"instance": map[string]any{
-		"instanceId": in.id, "app": in.app, "hostName": in.ip, "ipAddr": in.ip,
-		"status": "UP", "overriddenStatus": "UNKNOWN",
-		"port":       port{eurekaAppPort, "true"},
-		"securePort": port{443, "false"},
-		"countryId":  1,
-		"dataCenterInfo": map[string]string{
-			"@class": "com.netflix.appinfo.InstanceInfo$DefaultDataCenterInfo", "name": "MyOwn",
+	return eurekatest.Instance{
+		App: in.app, ID: in.id, HostName: in.ip, IPAddr: in.ip,
+		VIPAddress: vip, SecureVIPAddress: vip,
+		Port: eurekaAppPort, SecurePort: 443, SecurePortOff: true,
+		Metadata:      meta,
+		LeaseDuration: time.Duration(in.lease.Duration) * time.Second, RenewalInterval: time.Duration(in.lease.Renewal) * time.Second,
+		Extra: map[string]any{
+			"overriddenStatus":              "UNKNOWN",
+			"countryId":                     1,
+			"homePageUrl":                   "http://" + net.JoinHostPort(in.ip, strconv.Itoa(eurekaAppPort)) + "/",
+			"statusPageUrl":                 "http://" + net.JoinHostPort(in.ip, "8081") + "/actuator/info",
+			"healthCheckUrl":                "http://" + net.JoinHostPort(in.ip, "8081") + "/actuator/health",
+			"isCoordinatingDiscoveryServer": "false",
 		},
-		"leaseInfo":      in.lease,
-		"metadata":       meta,
-		"homePageUrl":    "http://" + net.JoinHostPort(in.ip, strconv.Itoa(eurekaAppPort)) + "/",
-		"statusPageUrl":  "http://" + net.JoinHostPort(in.ip, "8081") + "/actuator/info",
-		"healthCheckUrl": "http://" + net.JoinHostPort(in.ip, "8081") + "/actuator/health",
-		"vipAddress":     vip, "secureVipAddress": vip,
-		"isCoordinatingDiscoveryServer": "false",
-	}})
-	if err != nil {
-		panic(err) // strings, numbers and maps of them: cannot fail
 	}
-	return b
 }
 
-// eurekaClient speaks a Eureka server's REST API at base (e.g.
-// http://127.0.0.1:8761/eureka).
-type eurekaClient struct {
-	base string
-	hc   *http.Client
-}
-
-// newEurekaClient checks base and returns a client keeping up to conns
-// connections.
-func newEurekaClient(base string, conns int) (*eurekaClient, error) {
+// newEurekaClient checks base and returns a client of the Eureka server
+// there keeping up to conns connections.
+func newEurekaClient(base string, conns int) (*eurekatest.Client, error) {
 	if base == "" {
 		return nil, errors.New("--eureka-url is empty: give the Eureka server's base URL, e.g. http://127.0.0.1:8761/eureka")
 	}
@@ -180,165 +162,44 @@ func newEurekaClient(base string, conns int) (*eurekaClient, error) {
 		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &eurekaClient{base: strings.TrimRight(base, "/"), hc: &http.Client{Transport: tr, Timeout: eurekaRequestTimeout}}, nil
-}
-
-func (c *eurekaClient) Close() { c.hc.CloseIdleConnections() }
-
-// eurekaStatusError is an answer with a status the request does not expect.
-type eurekaStatusError struct {
-	method, path string
-	status       int
-	body         string
-}
-
-func (e *eurekaStatusError) Error() string {
-	return fmt.Sprintf("eureka %s %s: %d %s: %s", e.method, e.path, e.status, http.StatusText(e.status), strings.Join(strings.Fields(e.body), " "))
-}
-
-// do sends one request to base+path and returns the status and up to
-// limit bytes of the body (the rest is drained, so the connection is
-// reused).
-func (c *eurekaClient) do(ctx context.Context, method, path string, body []byte, limit int64) (int, []byte, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return 0, nil, fmt.Errorf("eureka %s %s%s: %w", method, c.base, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-	}
-	if err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("eureka %s %s%s: reading the answer: %w", method, c.base, path, err)
-	}
-	return resp.StatusCode, b, nil
-}
-
-func eurekaInstancePath(app, id string) string {
-	return "/apps/" + url.PathEscape(app) + "/" + url.PathEscape(id)
-}
-
-// register registers (or registers again) in: POST /apps/{APP}, which
-// Eureka answers 204.
-func (c *eurekaClient) register(ctx context.Context, in eurekaInstance) error {
-	path := "/apps/" + url.PathEscape(in.app)
-	st, b, err := c.do(ctx, http.MethodPost, path, in.json(), 4<<10)
-	if err != nil {
-		return err
-	}
-	if st != http.StatusNoContent && st != http.StatusOK {
-		return &eurekaStatusError{http.MethodPost, path, st, string(b)}
-	}
-	return nil
-}
-
-// renew is one heartbeat: PUT /apps/{APP}/{ID}. found is false when the
-// server answers 404, Eureka's way of asking for a registration.
-func (c *eurekaClient) renew(ctx context.Context, app, id string) (found bool, err error) {
-	path := eurekaInstancePath(app, id)
-	st, b, err := c.do(ctx, http.MethodPut, path, nil, 4<<10)
-	switch {
-	case err != nil:
-		return false, err
-	case st == http.StatusOK:
-		return true, nil
-	case st == http.StatusNotFound:
-		return false, nil
-	}
-	return false, &eurekaStatusError{http.MethodPut, path, st, string(b)}
-}
-
-// eurekaListedInstance is what the load tool reads of a listed instance.
-type eurekaListedInstance struct {
-	InstanceID string            `json:"instanceId"`
-	IPAddr     string            `json:"ipAddr"`
-	Status     string            `json:"status"`
-	Metadata   map[string]string `json:"metadata"`
-	LeaseInfo  struct {
-		Duration json.Number `json:"durationInSecs"`
-	} `json:"leaseInfo"`
-}
-
-type eurekaListedApp struct {
-	Name     string                 `json:"name"`
-	Instance []eurekaListedInstance `json:"instance"`
-}
-
-// application reads GET /apps/{APP} in JSON; nil when the server does not
-// list it (404).
-func (c *eurekaClient) application(ctx context.Context, app string) (*eurekaListedApp, error) {
-	path := "/apps/" + url.PathEscape(app)
-	st, b, err := c.do(ctx, http.MethodGet, path, nil, 64<<20)
-	if err != nil {
-		return nil, err
-	}
-	if st == http.StatusNotFound {
-		return nil, nil
-	}
-	if st != http.StatusOK {
-		return nil, &eurekaStatusError{http.MethodGet, path, st, string(b)}
-	}
-	var doc struct {
-		Application eurekaListedApp `json:"application"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("eureka GET %s%s: not an application in JSON: %w", c.base, path, err)
-	}
-	return &doc.Application, nil
+	return eurekatest.NewClient(base, &http.Client{Transport: tr, Timeout: eurekaRequestTimeout}), nil
 }
 
 // eurekaHashcode finds apps__hashcode in the head of a JSON listing.
 var eurekaHashcode = regexp.MustCompile(`"apps__hashcode"\s*:\s*"([A-Z_0-9]*)"`)
 
-// count reads GET /apps in JSON and returns how many instances the server
+// eurekaCount reads GET /apps in JSON and returns how many instances the server
 // counts in its apps__hashcode (STATUS_COUNT_..., every status), which it
 // writes before the applications: the listing itself (27 MB at 20,000
 // instances from Polaris) is counted, not decoded. It also returns the
 // listing's size.
-func (c *eurekaClient) count(ctx context.Context) (n, size int, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/apps", nil)
+func eurekaCount(ctx context.Context, c *eurekatest.Client) (n, size int, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/apps", nil)
 	if err != nil {
 		return 0, 0, err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.hc.Do(req)
+	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.base, err)
+		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.Base, err)
 	}
 	defer resp.Body.Close()
 	head := make([]byte, 4<<10)
 	k, err := io.ReadFull(resp.Body, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.base, err)
+		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.Base, err)
 	}
 	head = head[:k]
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, &eurekaStatusError{http.MethodGet, "/apps", resp.StatusCode, string(head)}
+		return 0, 0, &eurekatest.StatusError{Method: http.MethodGet, Path: "/apps", Status: resp.StatusCode, Body: string(head)}
 	}
 	rest, err := io.Copy(io.Discard, resp.Body)
 	if err != nil {
-		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.base, err)
+		return 0, 0, fmt.Errorf("eureka GET %s/apps: %w", c.Base, err)
 	}
 	m := eurekaHashcode.FindSubmatch(head)
 	if m == nil {
-		return 0, 0, fmt.Errorf("eureka GET %s/apps: no apps__hashcode at the head of the listing (%.200q): is it a Eureka server's JSON?", c.base, head)
+		return 0, 0, fmt.Errorf("eureka GET %s/apps: no apps__hashcode at the head of the listing (%.200q): is it a Eureka server's JSON?", c.Base, head)
 	}
 	parts := strings.Split(strings.TrimSuffix(string(m[1]), "_"), "_")
 	// STATUS_COUNT pairs; OUT_OF_SERVICE holds underscores itself: the
@@ -461,7 +322,7 @@ func (c *EurekaGenerateConfig) check() error {
 // change reads every instance, which slows the server further.
 type eurekaGenerator struct {
 	cfg   EurekaGenerateConfig
-	c     *eurekaClient
+	c     *eurekatest.Client
 	total int // instances: Apps x Instances, then the target's
 	churn int // changes per ChurnInterval
 	// renewals go to urgent, the rest to jobs; both are closed at the end.
@@ -809,7 +670,7 @@ func (g *eurekaGenerator) register(ctx context.Context, keys []int, prog *eureka
 func (g *eurekaGenerator) registerRetrying(ctx context.Context, in eurekaInstance) error {
 	var err error
 	for attempt := 1; attempt <= eurekaAttempts; attempt++ {
-		if err = g.c.register(ctx, in); err == nil {
+		if err = g.c.Register(ctx, in.registration()); err == nil {
 			g.lastOK.Store(time.Now().UnixNano())
 			return nil
 		}
@@ -829,7 +690,7 @@ func (g *eurekaGenerator) waitListed(ctx context.Context, want int) (time.Time, 
 	defer cancel()
 	last, lastErr := -1, error(nil)
 	for {
-		n, size, err := g.c.count(wctx)
+		n, size, err := eurekaCount(wctx, g.c)
 		now := time.Now()
 		if err == nil && n >= want {
 			return now, size, nil
@@ -911,7 +772,7 @@ func (g *eurekaGenerator) maintain(ctx context.Context, churnStart <-chan time.T
 		}
 		if silent := time.Since(time.Unix(0, g.lastOK.Load())); silent > g.cfg.LeaseDuration {
 			return max(maxBehind, late), fmt.Errorf("no request to %s succeeded for %v, a whole lease (the instances are expiring): is the server up? (%d renewals failed)",
-				g.c.base, silent.Round(time.Second), g.renewFailures.Load())
+				g.c.Base, silent.Round(time.Second), g.renewFailures.Load())
 		}
 		if !now.Before(nextReport) {
 			nextReport = nextReport.Add(g.cfg.ReportInterval)
@@ -930,7 +791,7 @@ func (g *eurekaGenerator) maintain(ctx context.Context, churnStart <-chan time.T
 // not list the instance yet (Polaris answers 404 then, and still counts the
 // renewal). Its next renewal is queued either way.
 func (g *eurekaGenerator) renew(ctx context.Context, r renewal, in eurekaInstance) {
-	found, err := g.c.renew(ctx, in.app, in.id)
+	found, err := g.c.Renew(ctx, in.app, in.id)
 	if err == nil && !found && r.first {
 		g.notYet.Add(1)
 	} else if err == nil && !found {
@@ -940,7 +801,7 @@ func (g *eurekaGenerator) renew(ctx context.Context, r renewal, in eurekaInstanc
 			// address again would undo its last change.
 			err = fmt.Errorf("the server answered 404 to a renewal of %s/%s", in.app, in.id)
 		} else {
-			err = g.c.register(ctx, in)
+			err = g.c.Register(ctx, in.registration())
 		}
 	}
 	if ctx.Err() != nil {
@@ -958,7 +819,7 @@ func (g *eurekaGenerator) renew(ctx context.Context, r renewal, in eurekaInstanc
 // change makes one churn change: in registered again with its new churn
 // number in its metadata.
 func (g *eurekaGenerator) change(ctx context.Context, in eurekaInstance) {
-	err := g.c.register(ctx, in)
+	err := g.c.Register(ctx, in.registration())
 	if ctx.Err() != nil {
 		return
 	}
@@ -1000,7 +861,7 @@ func (p *eurekaProgress) add() {
 // eurekaChanger moves the first instance (by id) of TargetApp, one
 // registration per change.
 type eurekaChanger struct {
-	c   *eurekaClient
+	c   *eurekatest.Client
 	app string
 	id  string
 	v0  int // the variant the mover had when the run began (0: not moved)
@@ -1015,7 +876,7 @@ func newEurekaChanger(ctx context.Context, base string) (*eurekaChanger, error) 
 	if err != nil {
 		return nil, err
 	}
-	app, err := c.application(ctx, TargetApp)
+	app, err := c.App(ctx, TargetApp)
 	if err == nil && (app == nil || len(app.Instance) == 0) {
 		err = fmt.Errorf("the server at %s lists no application %s: register it with galleon-load eureka-generate --eureka-url %s (and keep that running: it renews the instances)", base, TargetApp, base)
 	}
@@ -1024,7 +885,7 @@ func newEurekaChanger(ctx context.Context, base string) (*eurekaChanger, error) 
 		return nil, err
 	}
 	ins := slices.Clone(app.Instance)
-	slices.SortFunc(ins, func(a, b eurekaListedInstance) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(ins, func(a, b eurekatest.InstanceInfo) int { return strings.Compare(a.InstanceID, b.InstanceID) })
 	mover := ins[0]
 	for _, in := range ins {
 		if v := moverVariant(in.IPAddr); v > 0 {
@@ -1033,9 +894,8 @@ func newEurekaChanger(ctx context.Context, base string) (*eurekaChanger, error) 
 		}
 	}
 	ch := &eurekaChanger{c: c, app: TargetApp, id: mover.InstanceID, v0: moverVariant(mover.IPAddr), lease: leaseOf(DefaultLeaseDuration)}
-	// Netflix lists the number as a string, Polaris as a number.
-	if d, err := strconv.Atoi(strings.Trim(mover.LeaseInfo.Duration.String(), `"`)); err == nil && d > 0 {
-		ch.lease = leaseOf(time.Duration(d) * time.Second)
+	if d := mover.LeaseDuration(); d > 0 {
+		ch.lease = leaseOf(d)
 	}
 	return ch, nil
 }
@@ -1045,7 +905,7 @@ func newEurekaChanger(ctx context.Context, base string) (*eurekaChanger, error) 
 func (ch *eurekaChanger) Change(ctx context.Context, i int) (time.Time, string, error) {
 	addr := moverAddr((ch.v0+i-1)%moverVariants + 1)
 	t0 := time.Now()
-	if err := ch.c.register(ctx, eurekaInstance{app: ch.app, id: ch.id, ip: addr, lease: ch.lease}); err != nil {
+	if err := ch.c.Register(ctx, eurekaInstance{app: ch.app, id: ch.id, ip: addr, lease: ch.lease}.registration()); err != nil {
 		return t0, "", fmt.Errorf("moving instance %s of %s to %s: %w", ch.id, ch.app, addr, err)
 	}
 	return t0, addr, nil
@@ -1058,7 +918,7 @@ func (ch *eurekaChanger) Close() { ch.c.Close() }
 // saw it.
 func (ch *eurekaChanger) listed(ctx context.Context, addr string) (time.Time, error) {
 	for {
-		app, err := ch.c.application(ctx, ch.app)
+		app, err := ch.c.App(ctx, ch.app)
 		now := time.Now()
 		if err == nil && app != nil {
 			for _, in := range app.Instance {
@@ -1093,7 +953,7 @@ type EurekaRunConfig struct {
 	Namespace string
 	// IntervalJitter adds a random pause of up to this much after each
 	// change, so that changes fall at every point of the source's poll
-	// cycle: give the source's --poll-interval. A fixed pause after each
+	// cycle: give the source's --eureka-poll-interval. A fixed pause after each
 	// change reached the sinks would make every change the same time after
 	// a poll.
 	IntervalJitter time.Duration

@@ -3,7 +3,7 @@
 //   - every YAML document under deploy/kubernetes decodes strictly (unknown or duplicate fields
 //     are errors, as with kubectl's --validate=strict) into the Kubernetes type of its kind;
 //   - the pods are consistent: container ports match --listen/--http, probes target the HTTP
-//     port, the --dir is a read-only ConfigMap mount, selectors select the pods, security and
+//     port, the --file-dir is a read-only ConfigMap mount, selectors select the pods, security and
 //     resource settings are there;
 //   - the registry files in ConfigMaps (and the Helm sample values) parse with the file
 //     adapter itself and are rejected nowhere;
@@ -367,7 +367,7 @@ type adapterPod struct {
 	sidecar   bool // an init container with restartPolicy: Always
 }
 
-// checkAdapterPod checks the adapter container c in pod spec and returns its --dir mount's
+// checkAdapterPod checks the adapter container c in pod spec and returns its --file-dir mount's
 // ConfigMap name ("" when it has none).
 func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 	t.Helper()
@@ -446,7 +446,7 @@ func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 		}
 	}
 
-	// --dir: a read-only mount of a ConfigMap volume.
+	// --file-dir: a read-only mount of a ConfigMap volume.
 	volumes := map[string]corev1.Volume{}
 	for _, v := range spec.Volumes {
 		if _, dup := volumes[v.Name]; dup {
@@ -459,7 +459,7 @@ func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 			t.Errorf("%s: volumeMount %q names no volume of the pod", where, m.Name)
 		}
 	}
-	if dir, ok := flags["dir"]; ok {
+	if dir, ok := flags["file-dir"]; ok {
 		var mount *corev1.VolumeMount
 		for i := range c.VolumeMounts {
 			if c.VolumeMounts[i].MountPath == dir {
@@ -468,20 +468,20 @@ func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 		}
 		switch {
 		case mount == nil:
-			t.Errorf("%s: --dir=%s is not a volumeMount of container %s", where, dir, c.Name)
+			t.Errorf("%s: --file-dir=%s is not a volumeMount of container %s", where, dir, c.Name)
 		case volumes[mount.Name].ConfigMap == nil:
-			t.Errorf("%s: --dir=%s: volume %q is not a ConfigMap", where, dir, mount.Name)
+			t.Errorf("%s: --file-dir=%s: volume %q is not a ConfigMap", where, dir, mount.Name)
 		default:
 			if !mount.ReadOnly {
-				t.Errorf("%s: --dir=%s is mounted read-write; the adapter only reads it", where, dir)
+				t.Errorf("%s: --file-dir=%s is mounted read-write; the adapter only reads it", where, dir)
 			}
 			if mount.SubPath != "" {
-				t.Errorf("%s: --dir=%s uses subPath: ConfigMap updates never reach subPath mounts", where, dir)
+				t.Errorf("%s: --file-dir=%s uses subPath: ConfigMap updates never reach subPath mounts", where, dir)
 			}
 			registryConfigMap = volumes[mount.Name].ConfigMap.Name
 		}
 	} else if c.Name == adapterName {
-		t.Errorf("%s: %s without --dir", where, adapterName)
+		t.Errorf("%s: %s without --file-dir", where, adapterName)
 	}
 
 	// Security: non-root, read-only root file system, no privilege escalation, no
@@ -642,7 +642,7 @@ func checkWorkload(t *testing.T, objs []object) (adapterPod, *corev1.ConfigMap, 
 		}
 	}
 	if cmName != "" && cm == nil {
-		t.Errorf("%s: the --dir ConfigMap %q is not among the manifests", where, cmName)
+		t.Errorf("%s: the --file-dir ConfigMap %q is not among the manifests", where, cmName)
 	}
 
 	// Service: selects the pods, every targetPort is a container port, ports keep the
@@ -1140,7 +1140,7 @@ func TestSidecarPatch(t *testing.T) {
 		}
 	}
 	if cm == nil {
-		t.Fatalf("deploy/kubernetes/sidecar: no ConfigMap %q for the sidecar's --dir", cmName)
+		t.Fatalf("deploy/kubernetes/sidecar: no ConfigMap %q for the sidecar's --file-dir", cmName)
 	}
 	parseRegistry(t, "sidecar ConfigMap "+cm.Name, cm.Data)
 
@@ -1181,7 +1181,7 @@ func TestHelmSampleRegistryParses(t *testing.T) {
 }
 
 // TestContainerCommandLines runs the real galleon-file with each manifest's container args and
-// literal env (the --dir pointed at a copy of its ConfigMap, the ports moved to free loopback
+// literal env (the --file-dir pointed at a copy of its ConfigMap, the ports moved to free loopback
 // ports) and checks it becomes ready and serves every service of the ConfigMap.
 func TestContainerCommandLines(t *testing.T) {
 	if testing.Short() {
@@ -1248,19 +1248,19 @@ func runContainer(t *testing.T, bin string, pod adapterPod, objs []object) {
 		var args []string
 		for _, a := range pod.container.Args {
 			switch {
-			case strings.HasPrefix(a, "--dir="):
-				a = "--dir=" + dir
+			case strings.HasPrefix(a, "--file-dir="):
+				a = "--file-dir=" + dir
 			case strings.HasPrefix(a, "--listen="):
 				a = "--listen=" + addrs[0]
 			case strings.HasPrefix(a, "--http="):
 				a = "--http=" + addrs[1]
-			case a == "--dir" || a == "--listen" || a == "--http":
+			case a == "--file-dir" || a == "--listen" || a == "--http":
 				t.Fatalf("%s: write %s=VALUE in one argument", pod.where, a)
 			}
 			args = append(args, a)
 		}
-		if _, ok := flags["dir"]; !ok {
-			t.Fatalf("%s: no --dir", pod.where)
+		if _, ok := flags["file-dir"]; !ok {
+			t.Fatalf("%s: no --file-dir", pod.where)
 		}
 		if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--listen=") }) {
 			args = append(args, "--listen="+addrs[0])
@@ -1381,7 +1381,7 @@ func TestHelmChart(t *testing.T) {
 	}
 	d, pod := adapterDeployment(t, objs)
 	if got := checkAdapterPod(t, pod); got != "vm-registry" {
-		t.Errorf("existingConfigMap: --dir mounts %q, want vm-registry", got)
+		t.Errorf("existingConfigMap: --file-dir mounts %q, want vm-registry", got)
 	}
 	flags := adapterFlags(t, pod.where, pod.container)
 	if flags["listen"] != ":17010" || flags["namespace"] != "vms" || flags["log-level"] != "debug" || *d.Spec.Replicas != 3 {

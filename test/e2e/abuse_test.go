@@ -156,7 +156,7 @@ func TestAbuseFileWriters(t *testing.T) {
 	full := "services:\n" + abuseService("one", "10.9.0.1") + abuseService("two", "10.9.0.2") + abuseService("three", "10.9.0.3")
 	path := filepath.Join(dir, "a.yaml")
 	writeFileAtomic(t, path, []byte(full))
-	g := startGalleon(t, bin, "--dir", dir, "--removal-delay", "1s")
+	g := startGalleon(t, bin, "--file-dir", dir, "--file-removal-delay", "1s")
 	w := watchServed(t, g.Addr, "abuse/one", "abuse/two", "abuse/three")
 	w.waitHolds(t, "initial state", "abuse/one", "abuse/two", "abuse/three")
 
@@ -192,7 +192,7 @@ func TestAbuseFileWriters(t *testing.T) {
 	time.Sleep(2 * time.Second) // past the removal delay: a held removal would be out by now
 	w.checkNothingLost(t, "non-atomic writes, a pipe, a device")
 	if rss := rssKiB(t, g.Pid()); rss > 200<<10 {
-		t.Errorf("galleon-file RSS %d MiB after a link to /dev/zero, want it bounded (--max-file-size)", rss>>10)
+		t.Errorf("galleon-file RSS %d MiB after a link to /dev/zero, want it bounded (--file-max-size)", rss>>10)
 	}
 	for _, name := range []string{"p.yaml", "zero.yaml"} {
 		if !g.LogContains(filepath.Join(dir, name)) || !g.LogContains("not a regular file") {
@@ -243,7 +243,7 @@ func TestAbuseEmptyDirAndRestart(t *testing.T) {
 	}
 	writeFileAtomic(t, filepath.Join(dir, "a.yaml"), []byte("services:\n"+abuseService("one", "10.9.1.1")+abuseService("two", "10.9.1.2")))
 	writeFileAtomic(t, filepath.Join(dir, "b.yaml"), []byte("services:\n"+abuseService("three", "10.9.1.3")))
-	args := []string{"--dir", dir, "--state-dir", state, "--removal-delay", "500ms"}
+	args := []string{"--file-dir", dir, "--file-state-dir", state, "--file-removal-delay", "500ms"}
 	g := startGalleon(t, bin, args...)
 	w := watchServed(t, g.Addr, "abuse/one", "abuse/two", "abuse/three")
 	w.waitHolds(t, "initial state", "abuse/one", "abuse/two", "abuse/three")
@@ -310,7 +310,7 @@ func TestAbuseHostileClients(t *testing.T) {
 	bin := galleonBinary(t, "galleon-file")
 	dir := t.TempDir()
 	writeFileAtomic(t, filepath.Join(dir, "a.yaml"), []byte("services:\n"+abuseService("one", "10.9.2.1")))
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 	conn, err := grpc.NewClient(g.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(8<<20)))
 	if err != nil {

@@ -72,7 +72,7 @@ func TestEurekaMillionInstancesBounded(t *testing.T) {
 	go srv.Serve(lis)
 	t.Cleanup(func() { srv.Close() })
 
-	g := startGalleon(t, bin, "--eureka-urls", "http://"+lis.Addr().String()+"/eureka", "--poll-interval", "200ms", "--log-level", "info")
+	g := startGalleon(t, bin, "--eureka-urls", "http://"+lis.Addr().String()+"/eureka", "--eureka-poll-interval", "200ms", "--log-level", "info")
 	w := watchServed(t, g.Addr, "default/orders", "default/cart")
 	w.waitHolds(t, "initial state", "default/orders", "default/cart")
 	before := hwmKiB(t, g.Pid())

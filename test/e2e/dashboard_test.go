@@ -77,7 +77,7 @@ func TestGrafanaDashboardMetrics(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("services: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g := startGalleon(t, bin, "--dir", dir, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--debounce-quiet", "10ms")
+	g := startGalleon(t, bin, "--file-dir", dir, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey, "--debounce-quiet", "10ms")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

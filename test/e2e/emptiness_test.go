@@ -124,7 +124,7 @@ func TestEurekaEmptyStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	g := startGalleon(t, bin, "--eureka-urls", srvA.BaseURL()+","+srvB.BaseURL(), "--poll-interval", "500ms", "--debounce-quiet", "20ms")
+	g := startGalleon(t, bin, "--eureka-urls", srvA.BaseURL()+","+srvB.BaseURL(), "--eureka-poll-interval", "500ms", "--debounce-quiet", "20ms")
 	watchServed(t, g.Addr).waitHolds(t, "initial state", ordersKey, paymentsKey)
 	w := watchServed(t, g.Addr, ordersKey, paymentsKey) // from here on every response must hold both
 

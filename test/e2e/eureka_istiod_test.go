@@ -90,36 +90,23 @@ func (r *eurekaReplicas) kill(t *testing.T, s *eurekatest.Server) {
 // renew renews every registered instance in every live server every interval until the test
 // ends (stopped in t.Cleanup).
 func (r *eurekaReplicas) renew(t *testing.T, interval time.Duration) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			r.mu.Lock()
-			todo := map[*eurekatest.Server][]eurekatest.Instance{}
-			for _, s := range r.live {
-				todo[s] = slices.Clone(r.registered[s])
-			}
-			r.mu.Unlock()
-			for s, ins := range todo {
-				for _, in := range ins {
-					// Polaris answers 200 for an unknown instance too: an error is the server
-					// failing (or being killed meanwhile, which kill tells apart).
-					if err := s.Renew(ctx, in.App, in.ID); err != nil && ctx.Err() == nil && slices.Contains(r.all(), s) {
-						t.Logf("renewing %s in %s: %v", in.ID, s.BaseURL(), err)
-					}
+	eurekatest.Every(t, interval, func(ctx context.Context) {
+		r.mu.Lock()
+		todo := map[*eurekatest.Server][]eurekatest.Instance{}
+		for _, s := range r.live {
+			todo[s] = slices.Clone(r.registered[s])
+		}
+		r.mu.Unlock()
+		for s, ins := range todo {
+			for _, in := range ins {
+				// Polaris answers 200 for an unknown instance too: an error is the server
+				// failing (or being killed meanwhile, which kill tells apart).
+				if err := s.Renew(ctx, in.App, in.ID); err != nil && ctx.Err() == nil && slices.Contains(r.all(), s) {
+					t.Logf("renewing %s in %s: %v", in.ID, s.BaseURL(), err)
 				}
 			}
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	})
 }
 
 // upIDs is the ids of app's UP instances in a listing, sorted.
@@ -194,7 +181,7 @@ func testEurekaToIstiod(t *testing.T, rel istiod.Release) {
 	listed("registered", "orders-1", "orders-2", "orders-3")
 
 	// 2. galleon-eureka on A then B, and istiod.
-	g := startGalleon(t, bin, "--eureka-urls", srvA.BaseURL()+","+srvB.BaseURL(), "--poll-interval", "500ms", "--debounce-quiet", "20ms")
+	g := startGalleon(t, bin, "--eureka-urls", srvA.BaseURL()+","+srvB.BaseURL(), "--eureka-poll-interval", "500ms", "--debounce-quiet", "20ms")
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	// shapeOf checks what must not change while instances come and go: host, port, resolution.

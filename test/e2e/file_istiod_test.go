@@ -212,7 +212,7 @@ func testFileRegistryToIstiod(t *testing.T, rel istiod.Release) {
 	writeRegistryFile(t, dir, "e2e.yaml", reg)
 	want := append(slices.Clone(exampleKeys), "e2e/alpha", "e2e/beta", "e2e/gamma")
 
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 
 	// 1. Every service of every file is a ServiceEntry in istiod.

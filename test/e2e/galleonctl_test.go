@@ -90,7 +90,7 @@ func TestGalleonctlAgainstGalleonFile(t *testing.T) {
 	if len(keys) != len(hosts) || len(keys) < 2 {
 		t.Fatalf("examples/file: %d services by name, %d by hosts", len(keys), len(hosts))
 	}
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 
 	// get -o names: one namespace/name per line, sorted.
 	names := strings.Fields(runGalleonctl(t, ctl, "get", "--addr", g.Addr, "-o", "names"))

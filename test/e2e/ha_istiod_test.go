@@ -86,8 +86,8 @@ func testReplicaSwitch(t *testing.T, rel istiod.Release) {
 		keys = append(keys, fmt.Sprintf("ha/svc-%03d", i))
 	}
 	writeRegistryFile(t, dir, "ha.yaml", reg)
-	a := startGalleon(t, bin, "--dir", dir, "--debounce-quiet", "20ms")
-	b := startGalleon(t, bin, "--dir", dir, "--debounce-quiet", "20ms")
+	a := startGalleon(t, bin, "--file-dir", dir, "--debounce-quiet", "20ms")
+	b := startGalleon(t, bin, "--file-dir", dir, "--debounce-quiet", "20ms")
 
 	// 1. Byte-identical, before and after a change.
 	compare := func(when, notVersion string) string {

@@ -118,7 +118,7 @@ spec:
 		},
 	}}}
 	writeRegistryFile(t, dir, "vms.yaml", reg)
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 
 	// The README's sources, with its example address replaced by this test's galleon-file.
 	ist := istiod.Start(t, istiod.Options{

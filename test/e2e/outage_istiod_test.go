@@ -101,7 +101,7 @@ func testFileOutage(t *testing.T, rel istiod.Release) {
 		return s
 	}
 	writeRegistryFile(t, dir, "a.yaml", fileRegistry{Services: []fileService{svc("web", "10.7.0.1", "10.7.0.2"), svc("api", "10.7.1.1")}})
-	g := startGalleon(t, bin, "--dir", dir, "--debounce-quiet", "20ms")
+	g := startGalleon(t, bin, "--file-dir", dir, "--debounce-quiet", "20ms")
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 	all := both(endpointsAre("outage/web", "10.7.0.1", "10.7.0.2"), endpointsAre("outage/api", "10.7.1.1"))
 	waitForServiceEntries(t, ctx, ist, "initial state", all)

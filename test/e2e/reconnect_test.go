@@ -22,7 +22,7 @@ func TestHundredSinksAtOnce(t *testing.T) {
 	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: 10_000, Instances: 10, PerFile: 500}); err != nil {
 		t.Fatal(err)
 	}
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := loadtest.Run(ctx, loadtest.RunConfig{

@@ -106,7 +106,7 @@ func testSidecarWithAddresses(t *testing.T, rel istiod.Release, bin string, allo
 		reg.Services = append(reg.Services, s.fileService(!allocated))
 	}
 	writeRegistryFile(t, dir, "services.yaml", reg)
-	g := startGalleon(t, bin, "--dir", dir)
+	g := startGalleon(t, bin, "--file-dir", dir)
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 	waitForServiceEntries(t, ctx, ist, "initial state", hasServiceEntries(reg))
 	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
@@ -234,7 +234,7 @@ func testSidecarWithoutAddresses(t *testing.T, rel istiod.Release, bin string) {
 		reg.Services = append(reg.Services, s.fileService(false))
 	}
 	writeRegistryFile(t, dir, "services.yaml", reg)
-	g := startGalleon(t, bin, "--dir", dir, "--vip-allocate=false")
+	g := startGalleon(t, bin, "--file-dir", dir, "--vip-allocate=false")
 	ist := istiod.Start(t, istiod.Options{Release: rel, ConfigSources: []string{g.Addr}})
 	waitForServiceEntries(t, ctx, ist, "initial state", hasServiceEntries(reg))
 	if _, err := ist.WaitPushed(ctx, istiod.PushCounters{}); err != nil {

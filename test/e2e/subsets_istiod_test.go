@@ -52,7 +52,7 @@ func testSubsetsToTwoIstiods(t *testing.T, rel istiod.Release) {
 		t.Fatal(err)
 	}
 
-	g := startGalleon(t, bin, "--dir", regDir, "--subsets", rules)
+	g := startGalleon(t, bin, "--file-dir", regDir, "--subsets", rules)
 	// Both revisions on one API server when the release needs one, as in a canary upgrade.
 	kubeconfig := istiod.KubeconfigFor(t, rel)
 	canary := istiod.Start(t, istiod.Options{Release: rel, Kubeconfig: kubeconfig, ConfigSources: []string{g.Addr}, Env: []string{"REVISION=canary"}})

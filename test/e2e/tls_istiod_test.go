@@ -45,7 +45,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 		Ports:     []filePort{{Number: 8443, Protocol: "HTTP", Name: "http"}},
 		Instances: []fileInstance{{ID: "secure-1", Address: "10.9.0.1"}},
 	}}})
-	g := startGalleon(t, bin, "--dir", dir, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
+	g := startGalleon(t, bin, "--file-dir", dir, "--tls-cert", pki.ServerCert, "--tls-key", pki.ServerKey)
 	// One API server for the istiods below, which run one after another.
 	kubeconfig := istiod.KubeconfigFor(t, rel)
 
@@ -84,7 +84,7 @@ func testTLSToIstiod(t *testing.T, rel istiod.Release) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g2 := startGalleon(t, bin, "--dir", dir, "--tls-cert", allowed.ServerCert, "--tls-key", allowed.ServerKey,
+		g2 := startGalleon(t, bin, "--file-dir", dir, "--tls-cert", allowed.ServerCert, "--tls-key", allowed.ServerKey,
 			"--tls-client-ca", allowed.CA, "--tls-client-cert-optional", "--tls-allowed-clients", "spiffe://cluster.local/ns/ops/*")
 		tlsArgs := []string{"--addr", g2.Addr, "--tls-ca", allowed.CA, "--tls-server-name", "localhost"}
 		out := runGalleonctl(t, ctl, append(append([]string{"get"}, tlsArgs...), "--tls-cert", allowed.ClientCert, "--tls-key", allowed.ClientKey, "-o", "names")...)

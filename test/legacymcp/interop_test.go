@@ -190,7 +190,7 @@ func (g *galleon) start(t *testing.T) error {
 		return err
 	}
 	g.addr, g.httpAddr, g.log = addrs[0], addrs[1], &syncBuffer{}
-	cmd := exec.Command(galleonFile, append([]string{"--listen", g.addr, "--http", g.httpAddr, "--dir", g.dir,
+	cmd := exec.Command(galleonFile, append([]string{"--listen", g.addr, "--http", g.httpAddr, "--file-dir", g.dir,
 		"--log-level", "debug", "--debounce-quiet", "20ms"}, g.args...)...)
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GALLEON_") })
 	cmd.Stdout, cmd.Stderr = g.log, g.log

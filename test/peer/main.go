@@ -46,7 +46,7 @@ func main() {
 		types    string
 		level    string
 	)
-	flag.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files, as galleon-file's --dir (required)")
+	flag.StringVar(&cfg.Dir, "dir", "", "directory holding the registry's *.yaml files, as galleon-file's --file-dir (required)")
 	flag.StringVar(&cfg.Namespace, "namespace", "default", "namespace of services whose file gives none, as galleon-file's --namespace")
 	flag.StringVar(&listen, "listen", "127.0.0.1:16020", "gRPC address serving go-control-plane's ADS (SotW and Delta)")
 	flag.StringVar(&httpAddr, "http", "127.0.0.1:16024", "HTTP address for /metrics, /healthz and /readyz")

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,69 +37,18 @@ const Version = "1.22.6"
 // EnvBinary names the environment variable that overrides the consul binary.
 const EnvBinary = "GALLEON_CONSUL_BIN"
 
-const (
-	// startTimeout bounds one start (process up, leader elected, token usable).
-	startTimeout = 60 * time.Second
-	stopGrace    = 10 * time.Second
-	tailLines    = 50
-)
+// tool is the consul binary scripts/consul.sh builds into the tool cache.
+var tool = toolcache.Tool{Name: "consul", Version: Version, EnvVar: EnvBinary, Script: "consul.sh", Make: "consul"}
 
 // CachePath is where scripts/consul.sh build puts the binary (internal/testing/toolcache, the path
 // scripts/cache-dir.sh defines): <cache>/bin/consul-<Version>.
-func CachePath() string { return toolcache.Bin("consul", Version) }
+func CachePath() string { return tool.CachePath() }
 
 // Binary returns the consul binary: $GALLEON_CONSUL_BIN if set, else the cache path (see
 // CachePath). If it is missing it runs scripts/consul.sh build (found by walking up from the
-// working directory to the go.mod of github.com/galleon-mesh/galleon; ~5 min cold) and fails the
-// test with a clear message if that fails. It never skips.
-func Binary(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv(EnvBinary); p != "" {
-		if err := checkExecutable(p); err != nil {
-			t.Fatalf("consultest: $%s=%s: %v", EnvBinary, p, err)
-		}
-		return p
-	}
-	p := CachePath()
-	if checkExecutable(p) == nil {
-		return p
-	}
-	// Two tests (or test binaries) building at once is safe: the script
-	// takes a lock per binary, and the second finds the first's result.
-	root, err := toolcache.RepoRoot()
-	if err != nil {
-		t.Fatalf("consultest: consul %s is not at %s and scripts/consul.sh cannot be found to build it: %v (run `make consul` in the repository, or set $%s)", Version, p, err, EnvBinary)
-	}
-	script := filepath.Join(root, "scripts", "consul.sh")
-	t.Logf("consultest: %s missing, running %s build (about 5 min the first time)...", p, script)
-	start := time.Now()
-	cmd := exec.Command(script, "build")
-	cmd.Dir = root
-	var stdout bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = os.Stderr // build progress; the test log would only show it at the end
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("consultest: %s build failed: %v (see its output above; run `make consul` to retry)", script, err)
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	built := strings.TrimSpace(lines[len(lines)-1])
-	if err := checkExecutable(built); err != nil {
-		t.Fatalf("consultest: %s build printed %q: %v", script, built, err)
-	}
-	t.Logf("consultest: built %s in %v", built, time.Since(start).Round(time.Second))
-	return built
-}
-
-func checkExecutable(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if st.IsDir() || st.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
+// working directory to the go.mod of github.com/galleon-mesh/galleon; a cold build takes minutes,
+// see `make help`) and fails the test with a clear message if that fails. It never skips.
+func Binary(t testing.TB) string { t.Helper(); return tool.Binary(t, "consultest") }
 
 // Options configures Start.
 type Options struct {
@@ -135,20 +85,18 @@ type Agent struct {
 	opts  Options
 	ports agentPorts
 
-	mu      sync.Mutex
-	proc    *serverproc.Process
-	logFile *os.File // the process's output; closed once it is stopped
+	srv      *serverproc.Server // nil on a WithToken view
+	controls                    // zero on a WithToken view
 }
+
+// controls are Stop (SIGKILL 10 s after SIGTERM if it has not stopped; idempotent; nothing on a
+// WithToken view), Running, Kill, Pause, Resume and Pid; Agent has its own Restart.
+type controls = serverproc.Controls
 
 type agentPorts struct{ http, https, serfLAN, serfWAN, server int }
 
 // HTTPClient is the client Do uses. It has no overall timeout (blocking queries); pass a context.
-var HTTPClient = &http.Client{Transport: &http.Transport{
-	Proxy:               nil,
-	MaxIdleConnsPerHost: 64,
-	IdleConnTimeout:     30 * time.Second,
-	DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-}}
+var HTTPClient = serverproc.LoopbackClient(64)
 
 // Start starts a single-server agent (see the package comment), waits until it has a leader,
 // its own node is in the catalog and (with ACL) the token works, and registers t.Cleanup to stop
@@ -186,42 +134,19 @@ func Start(t testing.TB, opts Options) *Agent {
 	if err := os.MkdirAll(a.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		a.Stop(t)
-		if t.Failed() {
-			t.Logf("consul agent %s %s", a.Datacenter, a.tail(tailLines))
-		}
+	a.srv = serverproc.StartT(t, serverproc.Spec{
+		Prefix: "consultest", Name: "consul agent " + a.Datacenter, LogPath: a.LogPath,
+		Ports: 5, UDP: true, Configure: a.configure, // Serf uses TCP and UDP
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(a.bin, "agent", "-config-file", a.ConfigPath)
+			cmd.Dir = a.dir
+			return cmd
+		},
+		Ready: a.ready, // StartTimeout and StopGrace: serverproc's defaults
 	})
-	var lastErr error
-	for attempt := 1; attempt <= 5; attempt++ {
-		ports, err := freePorts(5)
-		if err != nil {
-			t.Fatalf("consultest: free ports: %v", err)
-		}
-		a.ports = agentPorts{http: ports[0], serfLAN: ports[1], serfWAN: ports[2], server: ports[3], https: -1}
-		a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.http))
-		if opts.HTTPSCert != "" {
-			a.ports.https = ports[4]
-			a.HTTPSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.https))
-		}
-		if err := a.writeConfig(); err != nil {
-			t.Fatal(err)
-		}
-		lastErr = a.start(t)
-		if lastErr == nil {
-			break
-		}
-		a.Stop(t)
-		if !a.bindClash() {
-			break
-		}
-		t.Logf("consultest: port clash starting consul (attempt %d), retrying on other ports", attempt)
-	}
-	if lastErr != nil {
-		t.Fatalf("consultest: starting consul agent (dc %s): %v", a.Datacenter, lastErr)
-	}
+	a.controls = a.srv.Controls()
 	if j := opts.JoinWAN; j != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), serverproc.DefaultStartTimeout)
 		defer cancel()
 		for _, x := range []*Agent{a, j} {
 			if err := x.waitDatacenters(ctx, a.Datacenter, j.Datacenter); err != nil {
@@ -230,6 +155,18 @@ func Start(t testing.TB, opts Options) *Agent {
 		}
 	}
 	return a
+}
+
+// configure gives the agent the ports of a start attempt (HTTPS only with Options.HTTPSCert) and
+// writes its config file.
+func (a *Agent) configure(ports []int) error {
+	a.ports = agentPorts{http: ports[0], serfLAN: ports[1], serfWAN: ports[2], server: ports[3], https: -1}
+	a.HTTPAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.http))
+	if a.opts.HTTPSCert != "" {
+		a.ports.https = ports[4]
+		a.HTTPSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(a.ports.https))
+	}
+	return a.writeConfig()
 }
 
 func (a *Agent) writeConfig() error {
@@ -272,158 +209,57 @@ peering { enabled = false }
 	return os.WriteFile(a.ConfigPath, []byte(b.String()), 0o600)
 }
 
-// start launches the process on a.ports and waits until the agent is ready.
-func (a *Agent) start(t testing.TB) error {
-	logf, err := os.OpenFile(a.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "==== consultest: starting %s agent -config-file %s (%s)\n", a.bin, a.ConfigPath, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(a.bin, "agent", "-config-file", a.ConfigPath)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = a.dir, logf, logf
-	p, err := serverproc.Start(cmd)
-	if err != nil {
-		logf.Close()
-		return err
-	}
-	a.mu.Lock()
-	a.proc, a.logFile = p, logf
-	a.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	return a.waitReady(ctx, p)
-}
-
-// waitReady polls until the agent has a leader, lists its own node in the catalog (so the
+// ready returns nil once the agent has a leader, lists its own node in the catalog (so the
 // leader has established itself and writes work) and, with ACL, accepts its token.
-func (a *Agent) waitReady(ctx context.Context, p *serverproc.Process) error {
-	return poll(ctx, p, func() (bool, error) {
-		var leader string
-		if err := a.Do(ctx, "GET", "/v1/status/leader", nil, &leader); err != nil {
-			return false, err
+func (a *Agent) ready(ctx context.Context) error {
+	var leader string
+	if err := a.Do(ctx, "GET", "/v1/status/leader", nil, &leader); err != nil {
+		return err
+	}
+	if leader == "" {
+		return errors.New("no leader yet")
+	}
+	if a.Token != "" {
+		var self struct{ AccessorID string }
+		if err := a.Do(ctx, "GET", "/v1/acl/token/self", nil, &self); err != nil {
+			return err
 		}
-		if leader == "" {
-			return false, errors.New("no leader yet")
+	}
+	var nodes []struct{ Node string }
+	if err := a.Do(ctx, "GET", "/v1/catalog/nodes", nil, &nodes); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if n.Node == a.NodeName {
+			return nil
 		}
-		if a.Token != "" {
-			var self struct{ AccessorID string }
-			if err := a.Do(ctx, "GET", "/v1/acl/token/self", nil, &self); err != nil {
-				return false, err
-			}
-		}
-		var nodes []struct{ Node string }
-		if err := a.Do(ctx, "GET", "/v1/catalog/nodes", nil, &nodes); err != nil {
-			return false, err
-		}
-		for _, n := range nodes {
-			if n.Node == a.NodeName {
-				return true, nil
-			}
-		}
-		return false, errors.New("own node not in the catalog yet")
-	})
+	}
+	return errors.New("own node not in the catalog yet")
 }
 
 func (a *Agent) waitDatacenters(ctx context.Context, dcs ...string) error {
-	a.mu.Lock()
-	p := a.proc
-	a.mu.Unlock()
-	return poll(ctx, p, func() (bool, error) {
+	return serverproc.Poll(ctx, a.srv.Process(), func(ctx context.Context) error {
 		var got []string
 		if err := a.Do(ctx, "GET", "/v1/catalog/datacenters", nil, &got); err != nil {
-			return false, err
+			return err
 		}
 		for _, dc := range dcs {
-			found := false
-			for _, g := range got {
-				found = found || g == dc
-			}
-			if !found {
-				return false, fmt.Errorf("%s lists datacenters %v", a.Datacenter, got)
+			if !slices.Contains(got, dc) {
+				return fmt.Errorf("%s lists datacenters %v", a.Datacenter, got)
 			}
 		}
-		return true, nil
+		return nil
 	})
-}
-
-// poll calls cond every 20-200ms until it returns true, ctx ends or p exits.
-func poll(ctx context.Context, p *serverproc.Process, cond func() (bool, error)) error {
-	delay := 20 * time.Millisecond
-	var lastErr error
-	for {
-		if p != nil {
-			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("consul exited: %v", err)
-			}
-		}
-		ok, err := cond()
-		if ok {
-			return nil
-		}
-		if err != nil {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), lastErr)
-		case <-time.After(delay):
-		}
-		if delay < 200*time.Millisecond {
-			delay = delay * 3 / 2
-		}
-	}
-}
-
-// bindClash reports whether the last start failed because a port was taken.
-func (a *Agent) bindClash() bool {
-	b, _ := os.ReadFile(a.LogPath)
-	s := string(b)
-	if i := strings.LastIndex(s, "==== consultest: starting"); i >= 0 {
-		s = s[i:]
-	}
-	return strings.Contains(s, "address already in use")
-}
-
-// Stop sends SIGTERM and waits for the exit (SIGKILL after 10s). Idempotent; a stopped agent
-// can be started again with Restart.
-func (a *Agent) Stop(t testing.TB) {
-	t.Helper()
-	a.mu.Lock()
-	p, logf := a.proc, a.logFile
-	a.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if killed := p.Stop(stopGrace); killed {
-		t.Logf("consultest: consul %s did not stop %v after SIGTERM, killed it", a.Datacenter, stopGrace)
-	}
-	logf.Close() // a second Stop closes it again: harmless
 }
 
 // Restart stops the agent and starts it again on the same ports and data directory (catalog
 // and indexes are kept), then waits for the leader.
 func (a *Agent) Restart(t testing.TB) {
 	t.Helper()
-	if a.bin == "" {
+	if a.srv == nil {
 		t.Fatalf("consultest: Restart on a WithToken view of agent %s", a.Datacenter)
 	}
-	a.Stop(t)
-	err := serverproc.RestartOnSamePorts(func() error { return a.start(t) }, func() { a.Stop(t) }, a.bindClash)
-	if err != nil {
-		t.Fatalf("consultest: restarting consul agent (dc %s): %v", a.Datacenter, err)
-	}
-}
-
-// Running reports whether the agent's process is running.
-func (a *Agent) Running() bool {
-	a.mu.Lock()
-	p := a.proc
-	a.mu.Unlock()
-	if p == nil {
-		return false
-	}
-	exited, _ := p.Exited()
-	return !exited
+	a.controls.Restart(t)
 }
 
 // WithToken returns a client-only view of the agent that sends token instead of a.Token ("" =
@@ -445,14 +281,6 @@ func (a *Agent) SerfWANAddr() string {
 func (a *Agent) Log() string {
 	b, _ := os.ReadFile(a.LogPath)
 	return string(b)
-}
-
-func (a *Agent) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(a.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return fmt.Sprintf("--- last %d lines of %s ---\n%s\n--- end of consul log ---", len(lines), a.LogPath, strings.Join(lines, "\n"))
 }
 
 // HTTPError is a non-2xx answer from the agent.
@@ -647,18 +475,7 @@ func runTxns(ctx context.Context, a *Agent, batches [][]any) error {
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
 	for range max(1, RegisterConcurrency) {
-		wg.Go(func() {
-			for ops := range work {
-				if err := txn(ctx, a, ops); err != nil {
-					select {
-					case errc <- err:
-					default:
-					}
-					cancel()
-					return
-				}
-			}
-		})
+		wg.Go(func() { txnWorker(ctx, cancel, a, work, errc) })
 	}
 feed:
 	for _, b := range batches {
@@ -676,6 +493,22 @@ feed:
 	default:
 	}
 	return ctx.Err()
+}
+
+// txnWorker runs the transactions it receives until work is closed or one
+// fails: then it reports the error (the first of all workers' only) and
+// cancels the others.
+func txnWorker(ctx context.Context, cancel context.CancelFunc, a *Agent, work <-chan []any, errc chan<- error) {
+	for ops := range work {
+		if err := txn(ctx, a, ops); err != nil {
+			select {
+			case errc <- err:
+			default:
+			}
+			cancel()
+			return
+		}
+	}
 }
 
 func txn(ctx context.Context, a *Agent, ops []any) error {
@@ -697,36 +530,6 @@ func txn(ctx context.Context, a *Agent, ops []any) error {
 		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
 	}
 	return fmt.Errorf("consultest.Register: %w", lastErr)
-}
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1 whose UDP port is free too (Serf
-// uses both). Another process can take one before consul binds it: Start retries.
-func freePorts(n int) ([]int, error) {
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			c.Close()
-		}
-	}()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100 {
-			return nil, errors.New("could not find free ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		closers = append(closers, u)
-		out = append(out, port)
-	}
-	return out, nil
 }
 
 func newUUID() string {

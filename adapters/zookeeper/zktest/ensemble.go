@@ -6,8 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 )
 
 // Ensemble is a running ZooKeeper ensemble of N QuorumPeerMain members on 127.0.0.1. Member i
@@ -36,50 +37,45 @@ func StartEnsemble(t testing.TB, n int, opts Options) *Ensemble {
 		}
 	}
 	for i := range n {
-		m, err := newServer(filepath.Join(dir, "member"+strconv.Itoa(i+1)), java, classpath, opts, e.certs)
+		name := "zookeeper member " + strconv.Itoa(i)
+		m, err := newServer(filepath.Join(dir, "member"+strconv.Itoa(i+1)), java, classpath, opts, e.certs, name, false, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.members = append(e.members, m)
 	}
 	t.Cleanup(func() {
-		e.stopAll(t)
+		serverproc.StopAll(e.servers()...)
 		if t.Failed() {
 			for i, m := range e.members {
-				t.Logf("zookeeper member %d %s", i, m.tail(tailLines))
+				t.Logf("zookeeper member %d %s", i, m.srv.Tail(serverproc.TailLines))
 			}
 		}
 	})
-	var err error
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		if err = e.configure(); err != nil {
-			t.Fatalf("zktest: configuring the ensemble: %v", err)
-		}
-		if err = e.start(); err == nil {
-			return e
-		}
-		e.stopAll(t)
-		clash := false
-		for _, m := range e.members {
-			clash = clash || m.bindClash()
-		}
-		if !clash {
-			break
-		}
-		// Every member names every other's ports, so all of them move. (A taken quorum port
-		// does not stop a start: only the leader binds it, and a member that cannot is passed
-		// over at the next election, some seconds later.)
-		t.Logf("zktest: a port was taken starting the ensemble (attempt %d), retrying on others", attempt)
+	// Every member names every other's ports, so after a port clash all of them move. (A taken
+	// quorum port does not stop a start: only the leader binds it, and a member that cannot is
+	// passed over at the next election, some seconds later.) None serves before a quorum has
+	// elected a leader, so they are waited for together.
+	if err := serverproc.StartAll(e.servers(), e.configure); err != nil {
+		t.Fatalf("zktest: starting a zookeeper ensemble of %d: %v (logs: %s/member*/zookeeper.log)", n, err, dir)
 	}
-	t.Fatalf("zktest: starting a zookeeper ensemble of %d: %v (logs: %s/member*/zookeeper.log)", n, err, dir)
-	return nil
+	return e
+}
+
+// servers are the members' processes.
+func (e *Ensemble) servers() []*serverproc.Server {
+	srvs := make([]*serverproc.Server, len(e.members))
+	for i, m := range e.members {
+		srvs[i] = m.srv
+	}
+	return srvs
 }
 
 // configure gives every member fresh ports and an empty data directory with its myid, and writes
 // the zoo.cfg files.
 func (e *Ensemble) configure() error {
 	const perMember = 4 // client, secure client, quorum, election
-	ports, err := freePorts(perMember * len(e.members))
+	ports, err := serverproc.FreePorts(perMember*len(e.members), false)
 	if err != nil {
 		return err
 	}
@@ -106,26 +102,6 @@ func (e *Ensemble) configure() error {
 		}
 	}
 	return nil
-}
-
-// start launches every member, then waits for all of them together: none serves before a
-// quorum has elected a leader.
-func (e *Ensemble) start() error {
-	for _, m := range e.members {
-		if err := m.launch(); err != nil {
-			return err
-		}
-	}
-	return waitServing(e.members, startTimeout)
-}
-
-// stopAll stops the members in parallel: each takes about a second to shut down.
-func (e *Ensemble) stopAll(t testing.TB) {
-	var wg sync.WaitGroup
-	for _, m := range e.members {
-		wg.Go(func() { m.Stop(t) })
-	}
-	wg.Wait()
 }
 
 // Len is the number of members.
@@ -193,7 +169,7 @@ func (e *Ensemble) FourLetter(i int, cmd string) (string, error) {
 func (e *Ensemble) Leader() (int, error) {
 	var errs []string
 	for i, m := range e.members {
-		if !m.running() {
+		if !m.Running() {
 			continue
 		}
 		mode, err := m.Mode()
@@ -216,7 +192,7 @@ func (e *Ensemble) Leader() (int, error) {
 func (e *Ensemble) ConnectedMember(sessionID int64) (int, error) {
 	var errs []string
 	for i, m := range e.members {
-		if !m.running() {
+		if !m.Running() {
 			continue
 		}
 		asks := []func(string) (string, error){m.FourLetter}

@@ -12,9 +12,9 @@ package zktest
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,8 +40,7 @@ const (
 	// leader elected).
 	startTimeout = 60 * time.Second
 	stopGrace    = 10 * time.Second
-	tailLines    = 50
-	// startAttempts bounds the retries on another free port when one was taken between freePorts
+	// startAttempts bounds the retries on another free port when one was taken between FreePorts
 	// and ZooKeeper's bind.
 	startAttempts = 5
 )
@@ -88,7 +86,12 @@ func (o Options) withDefaults(t testing.TB) Options {
 }
 
 // Server is a running (or stopped) ZooKeeper server: a standalone one from Start or a member of
-// an Ensemble.
+// an Ensemble. Its controls (serverproc.Controls) are Stop (SIGKILL 10 s after SIGTERM if it has
+// not stopped), Kill (a crash, with no goodbye to clients or peers: they learn it from a reset
+// connection or a timeout), Pause and Resume (SIGSTOP and SIGCONT: a long garbage collection, a
+// frozen machine), Restart (same ports and data directory: the tree and the sessions are kept;
+// an ensemble member serves again once it has rejoined a quorum, so the other members must be
+// up), Running and Pid.
 type Server struct {
 	dir, dataDir, cfgPath, logPath string
 	java, classpath                string
@@ -99,14 +102,17 @@ type Server struct {
 	// standalone server); it selects QuorumPeerMain.
 	quorum string
 
-	mu      sync.Mutex
-	proc    *serverproc.Process
-	logFile *os.File // the process's output; closed once it is stopped
-	paused  bool     // stopped with SIGSTOP by Pause
+	srv *serverproc.Server
+	controls
 }
 
-// newServer prepares a server in dir (created if missing); nothing runs yet. opts has its defaults.
-func newServer(dir, java, classpath string, opts Options, certs *tlsSetup) (*Server, error) {
+// controls are Stop, Kill, Pause, Resume, Restart, Running and Pid.
+type controls = serverproc.Controls
+
+// newServer prepares a server in dir (created if missing); nothing runs yet. opts has its
+// defaults. A standalone server takes its ports at each start attempt; an ensemble's members
+// are given theirs by the ensemble (configure). logf is told of retries.
+func newServer(dir, java, classpath string, opts Options, certs *tlsSetup, name string, standalone bool, logf func(string, ...any)) (*Server, error) {
 	s := &Server{
 		dir:       dir,
 		dataDir:   filepath.Join(dir, "data"),
@@ -117,6 +123,19 @@ func newServer(dir, java, classpath string, opts Options, certs *tlsSetup) (*Ser
 		opts:      opts,
 		certs:     certs,
 	}
+	spec := serverproc.Spec{
+		Prefix: "zktest", Name: name, LogPath: s.logPath, Command: s.command, Ready: s.ready,
+		StartTimeout: startTimeout, StopGrace: stopGrace, Attempts: startAttempts, Logf: logf,
+	}
+	if standalone {
+		spec.Ports = 2 // client, secure client
+		spec.Configure = func(ports []int) error {
+			s.port, s.securePort = ports[0], ports[1]
+			return s.writeConfig()
+		}
+	}
+	s.srv = serverproc.New(spec)
+	s.controls = s.srv.Controls()
 	return s, os.MkdirAll(s.dataDir, 0o700)
 }
 
@@ -135,36 +154,12 @@ func Start(t testing.TB, opts Options) *Server {
 			t.Fatalf("zktest: test certificates: %v", err)
 		}
 	}
-	s, err := newServer(dir, java, classpath, opts, certs)
+	s, err := newServer(dir, java, classpath, opts, certs, "zookeeper", true, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		s.Stop(t)
-		if t.Failed() {
-			t.Logf("zookeeper %s", s.tail(tailLines))
-		}
-	})
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		ports, perr := freePorts(2)
-		if perr != nil {
-			t.Fatalf("zktest: free port: %v", perr)
-		}
-		s.port, s.securePort = ports[0], ports[1]
-		if err = s.writeConfig(); err != nil {
-			t.Fatal(err)
-		}
-		if err = s.start(); err == nil {
-			return s
-		}
-		s.Stop(t)
-		if !s.bindClash() {
-			break
-		}
-		t.Logf("zktest: port %d or %d was taken starting zookeeper (attempt %d), retrying on others", s.port, s.securePort, attempt)
-	}
-	t.Fatalf("zktest: starting zookeeper: %v (its log: %s)", err, s.logPath)
-	return nil
+	s.srv.StartT(t)
+	return s
 }
 
 // Tools returns the java binary and the classpath that runs ZooKeeper, from
@@ -177,18 +172,10 @@ func Tools(t testing.TB) (java, classpath string) {
 	if err != nil {
 		t.Fatalf("zktest: scripts/zookeeper.sh cannot be found: %v (run the test from within the repository)", err)
 	}
-	script := filepath.Join(root, "scripts", "zookeeper.sh")
 	run := func(arg string) string {
-		cmd := exec.Command(script, arg)
-		cmd.Dir = root
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("zktest: %s %s failed (%v): %s", script, arg, err, strings.TrimSpace(stderr.String()))
-		}
-		out := strings.TrimSpace(stdout.String())
-		if out == "" {
-			t.Fatalf("zktest: %s %s printed nothing: %s", script, arg, strings.TrimSpace(stderr.String()))
+		out, err := toolcache.RunScript(root, "zookeeper.sh", arg, nil)
+		if err != nil {
+			t.Fatalf("zktest: %v (run `make zookeeper`)", err)
 		}
 		return out
 	}
@@ -243,22 +230,10 @@ func (s *Server) mainClass() string {
 	return standaloneClass
 }
 
-// start launches the process on s.port and waits until it serves.
-func (s *Server) start() error {
-	if err := s.launch(); err != nil {
-		return err
-	}
-	return waitServing([]*Server{s}, startTimeout)
-}
-
-// launch starts the process, appending its output to the log.
-func (s *Server) launch() error {
-	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	// Times in the log (slf4j-simple prints none by default) line a member's log up with the
-	// others' and with the test's.
+// command is the server's command: the JVM running mainClass on the zoo.cfg. Times in the log
+// (slf4j-simple prints none by default) line a member's log up with the others' and with the
+// test's.
+func (s *Server) command() *exec.Cmd {
 	heap := s.opts.HeapMiB
 	if heap <= 0 {
 		heap = 256
@@ -269,69 +244,18 @@ func (s *Server) launch() error {
 		args = append(args, "-Djute.maxbuffer="+strconv.Itoa(s.opts.MaxBuffer))
 	}
 	args = append(args, "-cp", s.classpath, s.mainClass(), s.cfgPath)
-	fmt.Fprintf(logf, "==== zktest: starting %s %s (%s)\n", s.java, strings.Join(args, " "), time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(s.java, args...)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = s.dir, logf, logf
-	p, err := serverproc.Start(cmd)
-	if err != nil {
-		logf.Close()
-		return err
-	}
-	s.mu.Lock()
-	s.proc, s.logFile = p, logf
-	s.mu.Unlock()
-	return nil
+	cmd.Dir = s.dir
+	return cmd
 }
 
-// waitServing waits until every one of servers (launched) serves. Each is polled on its own
-// goroutine, since one poll can take a second while JVMs start on few cores (a first TLS
-// handshake does); all are stopped, and waited for, as soon as one fails, so that a member that
-// exited on a bind clash is retried at once.
-func waitServing(servers []*Server, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	quit := make(chan struct{})
-	var once sync.Once
-	errs := make([]error, len(servers))
-	var wg sync.WaitGroup
-	for i, s := range servers {
-		wg.Go(func() {
-			if errs[i] = s.waitServing(deadline, timeout, quit); errs[i] != nil {
-				once.Do(func() { close(quit) })
-			}
-		})
+// ready returns nil once the server serves (serving), else why not.
+func (s *Server) ready(context.Context) error {
+	ok, out, err := s.serving()
+	if ok {
+		return nil
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil && err != errQuit {
-			return err
-		}
-	}
-	return nil
-}
-
-// errQuit ends a server's wait because another server's failed.
-var errQuit = errors.New("zktest: wait abandoned")
-
-func (s *Server) waitServing(deadline time.Time, timeout time.Duration, quit <-chan struct{}) error {
-	delay := 20 * time.Millisecond
-	for {
-		if exited, err := s.process().Exited(); exited {
-			return fmt.Errorf("zookeeper on port %d exited: %v", s.port, err)
-		}
-		ok, out, err := s.serving()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("zookeeper on port %d not serving within %v (last: %q, %v)", s.port, timeout, out, err)
-		}
-		select {
-		case <-quit:
-			return errQuit
-		case <-time.After(delay):
-		}
-		delay = min(delay*3/2, 200*time.Millisecond)
-	}
+	return fmt.Errorf("zookeeper on port %d not serving (last: %q, %v)", s.port, out, err)
 }
 
 // serving reports whether the server serves clients, with the last answer. ruok answers imok as
@@ -361,111 +285,8 @@ func (s *Server) serving() (bool, string, error) {
 	return true, out, nil
 }
 
-func (s *Server) process() *serverproc.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.proc
-}
-
-// running reports whether the server's process runs (it may not serve yet).
-func (s *Server) running() bool {
-	p := s.process()
-	if p == nil {
-		return false
-	}
-	exited, _ := p.Exited()
-	return !exited
-}
-
-// bindClash reports whether the last start failed because a port was taken.
-func (s *Server) bindClash() bool {
-	b, _ := os.ReadFile(s.logPath)
-	text := string(b)
-	if i := strings.LastIndex(text, "==== zktest: starting"); i >= 0 {
-		text = text[i:]
-	}
-	return strings.Contains(text, "Address already in use")
-}
-
 // Addr is the client address, "127.0.0.1:PORT". It stays the same across Restart.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
-
-// Stop sends SIGTERM and waits for the exit (SIGKILL after 10s). Idempotent; Restart starts the
-// server again.
-func (s *Server) Stop(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	p, logf, paused := s.proc, s.logFile, s.paused
-	s.paused = false
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	if paused {
-		_ = p.Signal(syscall.SIGCONT) // else SIGTERM waits for it, and the grace ends in SIGKILL
-	}
-	if p.Stop(stopGrace) {
-		t.Logf("zktest: zookeeper did not stop %v after SIGTERM, killed it", stopGrace)
-	}
-	logf.Close() // a second Stop closes it again: harmless
-}
-
-// Kill sends SIGKILL and waits for the exit: a crash, with no goodbye to clients or peers (they
-// learn it from a reset connection or a timeout). The server stays down until Restart.
-func (s *Server) Kill(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	p, logf := s.proc, s.logFile
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	_ = p.Signal(os.Kill) // fails only when it has exited already
-	<-p.Done()
-	p.Stop(0) // marks it stopped, so that the cleanup's Stop signals nothing
-	logf.Close()
-}
-
-// Pause stops the server's process with SIGSTOP: its sockets stay open and it answers nothing,
-// as a server in a long garbage collection or on a frozen machine. Resume continues it; Stop and
-// Restart resume it first.
-func (s *Server) Pause(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		t.Fatal("zktest: Pause of a server that is not running")
-	}
-	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("zktest: SIGSTOP: %v", err)
-	}
-	s.paused = true
-}
-
-// Resume continues a server stopped by Pause.
-func (s *Server) Resume(t testing.TB) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil || !s.paused {
-		return
-	}
-	if err := s.proc.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("zktest: SIGCONT: %v", err)
-	}
-	s.paused = false
-}
-
-// Restart stops the server (if it runs) and starts it again on the same ports and data
-// directory: the tree and the sessions are kept. An ensemble member serves again once it has
-// rejoined a quorum, so the other members must be up.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	s.Stop(t)
-	if err := serverproc.RestartOnSamePorts(s.start, func() { s.Stop(t) }, s.bindClash); err != nil {
-		t.Fatalf("zktest: restarting zookeeper: %v (its log: %s)", err, s.logPath)
-	}
-}
 
 // SecureAddr is the TLS client address, "127.0.0.1:PORT", or "" without Options.TLS. It stays
 // the same across Restart.
@@ -740,30 +561,4 @@ func (c *sniffConn) parse(resp []byte) {
 }
 
 // Log returns the server's log so far (all runs).
-func (s *Server) Log() string {
-	b, _ := os.ReadFile(s.logPath)
-	return string(b)
-}
-
-func (s *Server) tail(n int) string {
-	lines := strings.Split(strings.TrimRight(s.Log(), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return fmt.Sprintf("--- last %d lines of %s ---\n%s\n--- end of zookeeper log ---", len(lines), s.logPath, strings.Join(lines, "\n"))
-}
-
-// freePorts returns n distinct TCP ports free on 127.0.0.1 now (all are held open together, so
-// none repeats); another process can take one before ZooKeeper binds it, so starts retry.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+func (s *Server) Log() string { return s.srv.Log() }

@@ -5,15 +5,18 @@ package daemontest
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // FreeAddr is a loopback address free when it was asked for.
@@ -52,5 +55,55 @@ func Start(t testing.TB, name, registryKind string, newRegistry daemon.NewRegist
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready on %s in %v: %v", name, httpAddr, ready, err)
 		}
+	}
+}
+
+// errStop is what ParseFlags' constructor returns, so that the daemon exits before it starts
+// a server.
+var errStop = errors.New("stop here")
+
+// ParseFlags runs the daemon's settings parsing for a binary whose Spec.Flags is flags, with
+// args (and loopback addresses), and returns the parsed flag set and what the daemon wrote to
+// stderr. It stops before the registry is built: the constructor flags returns is not called.
+func ParseFlags(t testing.TB, flags func(*pflag.FlagSet) daemon.NewRegistry, args ...string) (*pflag.FlagSet, string) {
+	t.Helper()
+	var got *pflag.FlagSet
+	spec := daemon.Spec{Name: "galleon-test", Registry: "test", Summary: "test",
+		Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
+			got = fs
+			_ = flags(fs)
+			return func(daemon.Env) (registry.Registry, error) { return nil, errStop }
+		}}
+	var stderr strings.Builder
+	if code := daemon.Run(context.Background(), spec, append([]string{"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...), &stderr); code != 2 {
+		t.Fatalf("%v: exit %d, want 2 (the constructor's error); stderr:\n%s", args, code, stderr.String())
+	}
+	return got, stderr.String()
+}
+
+// CheckRenamedFlags checks that each old name in renamed (old -> current) sets the same value
+// as its current name, one that is not the default, and prints the deprecation warning.
+// values holds a value to set for each old name; an old name without one is set to
+// "x-<old>" (a string flag's value).
+func CheckRenamedFlags(t *testing.T, flags func(*pflag.FlagSet) daemon.NewRegistry, renamed, values map[string]string) {
+	t.Helper()
+	if len(renamed) == 0 {
+		t.Fatal("no renamed flags to check")
+	}
+	for old, current := range renamed {
+		t.Run(old, func(t *testing.T) {
+			value, ok := values[old]
+			if !ok {
+				value = "x-" + old
+			}
+			want, _ := ParseFlags(t, flags, "--"+current, value)
+			got, stderr := ParseFlags(t, flags, "--"+old, value)
+			if g, w := got.Lookup(current).Value.String(), want.Lookup(current).Value.String(); g != w || g == want.Lookup(current).DefValue {
+				t.Errorf("--%s %s sets --%s to %q, want %q", old, value, current, g, w)
+			}
+			if !strings.Contains(stderr, "Flag --"+old+" has been deprecated, use --"+current) {
+				t.Errorf("--%s gave no deprecation warning; stderr:\n%s", old, stderr)
+			}
+		})
 	}
 }

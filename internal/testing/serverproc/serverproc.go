@@ -1,6 +1,10 @@
 // Package serverproc starts and stops the server processes tests run against (istiod, Consul,
-// ZooKeeper, Galleon's own binaries): killed with the test binary if it dies, stopped with
-// SIGTERM then SIGKILL. The one implementation behind consultest, zktest and test/internal/proc.
+// polaris-server, ZooKeeper, Galleon's own binaries): killed with the test binary if it dies,
+// stopped with SIGTERM then SIGKILL. Process is one process (test/internal/proc builds on it);
+// Server (server.go) is the kit of the real-server harnesses consultest, eurekatest and zktest: a
+// server on free loopback ports, started with a readiness probe and retried on a port clash,
+// restarted on the same ports, stopped, killed or paused, with the tail of its log for a failed
+// test. Their binaries are found with internal/testing/toolcache's Tool.
 package serverproc
 
 import (

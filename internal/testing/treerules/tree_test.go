@@ -13,13 +13,12 @@ import (
 
 const module = "github.com/galleon-mesh/galleon"
 
-// pkg is one directory of the main module: the module-local packages its files import, split
-// into what the product (non-test files) imports and what its tests import.
+// pkg is one directory of the main module: the module-local packages its non-test files
+// import (tests may reach for test helpers anywhere below cmd).
 type pkg struct {
-	dir      string // slash-separated, relative to the module root
-	imports  map[string]bool
-	files    []string // non-test .go files, relative to the root
-	fileSets *token.FileSet
+	dir     string // slash-separated, relative to the module root
+	imports map[string]bool
+	files   []string // non-test .go files, relative to the root
 }
 
 // root is the main module's root: this package is internal/testing/treerules.

@@ -768,7 +768,7 @@ func TestBuiltImagesRun(t *testing.T) {
 				}
 			}
 			args := append([]string{userspec, fs}, cf.Config.Entrypoint...)
-			args = append(args, "--dir=/tmp/registry", "--listen=127.0.0.1:0", "--http=127.0.0.1:0", "--log-format=json")
+			args = append(args, "--file-dir=/tmp/registry", "--listen=127.0.0.1:0", "--http=127.0.0.1:0", "--log-format=json")
 			cmd := exec.CommandContext(ctx, chroot, args...)
 			cmd.Env = cf.Config.Env
 			logs, err := cmd.StderrPipe()

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"reflect"
@@ -131,7 +131,7 @@ func TestApplyDelta(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var before *Applications
 			if tc.cur != nil {
-				before = deepCopy(tc.cur)
+				before = tc.cur.Clone()
 			}
 			next, res := ApplyDelta(tc.cur, tc.delta)
 			if got := served(next); !slices.Equal(got, tc.want) {
@@ -161,16 +161,6 @@ func TestApplyDelta(t *testing.T) {
 			}
 		})
 	}
-}
-
-func deepCopy(a *Applications) *Applications {
-	out := *a
-	out.Apps = slices.Clone(a.Apps)
-	for i := range out.Apps {
-		out.Apps[i].Instances = slices.Clone(out.Apps[i].Instances)
-	}
-	out.Skipped = slices.Clone(a.Skipped)
-	return &out
 }
 
 func TestApplyDeltaCounts(t *testing.T) {

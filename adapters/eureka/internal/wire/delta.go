@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"cmp"
@@ -53,80 +53,112 @@ func ApplyDelta(cur, delta *Applications) (*Applications, DeltaResult) {
 	if delta == nil {
 		delta = &Applications{VersionsDelta: cur.VersionsDelta, AppsHashcode: cur.AppsHashcode}
 	}
-	var res DeltaResult
-	curIndex := make(map[string]int, len(cur.Apps))
+	d := newDeltaApply(cur)
+	d.applyInstances(delta.Apps)
+	d.applySkipped(delta.Skipped)
+	next := d.result(delta)
+	d.res.Hashcode = Hashcode(next)
+	d.res.Reconciled = d.res.Hashcode == delta.AppsHashcode
+	return next, d.res
+}
+
+// deltaApply is one ApplyDelta under way: the applications edited so far and the skipped
+// instances the result will hold.
+type deltaApply struct {
+	cur      *Applications
+	curIndex map[string]int // upper-case name -> index in cur.Apps
+	edits    map[string]*appEdit
+	order    []string // edited applications not in cur, in the delta's order
+	skipped  map[instanceKey]Skipped
+	unkeyed  []Skipped // skipped instances with no application or id: kept as they are
+	res      DeltaResult
+}
+
+func newDeltaApply(cur *Applications) *deltaApply {
+	d := &deltaApply{cur: cur, curIndex: make(map[string]int, len(cur.Apps)), edits: map[string]*appEdit{}, skipped: map[instanceKey]Skipped{}}
 	for i, a := range cur.Apps {
-		curIndex[strings.ToUpper(a.Name)] = i
+		d.curIndex[strings.ToUpper(a.Name)] = i
 	}
-	edits := map[string]*appEdit{}
-	var order []string // edited applications not in cur, in the delta's order
-	edit := func(app string) *appEdit {
-		k := strings.ToUpper(app)
-		if e, ok := edits[k]; ok {
-			return e
-		}
-		e := &appEdit{name: app, byID: map[string]int{}}
-		if i, ok := curIndex[k]; ok {
-			e.name, e.old = cur.Apps[i].Name, cur.Apps[i].Instances
-			e.list = slices.Clone(e.old)
-			for j, in := range e.list {
-				e.byID[in.InstanceID] = j
-			}
-		} else {
-			order = append(order, k)
-		}
-		edits[k] = e
-		return e
-	}
-	skipped := map[instanceKey]Skipped{}
-	var unkeyed []Skipped
 	for _, s := range cur.Skipped {
 		if s.keyed() {
-			skipped[keyOf(s.App, s.InstanceID)] = s
+			d.skipped[keyOf(s.App, s.InstanceID)] = s
 		} else {
-			unkeyed = append(unkeyed, s)
+			d.unkeyed = append(d.unkeyed, s)
 		}
 	}
+	return d
+}
 
-	for _, app := range delta.Apps {
+// edit is the edit of application app, begun on first use from cur's copy.
+func (d *deltaApply) edit(app string) *appEdit {
+	k := strings.ToUpper(app)
+	if e, ok := d.edits[k]; ok {
+		return e
+	}
+	e := &appEdit{name: app, byID: map[string]int{}}
+	if i, ok := d.curIndex[k]; ok {
+		e.name, e.old = d.cur.Apps[i].Name, d.cur.Apps[i].Instances
+		e.list = slices.Clone(e.old)
+		for j, in := range e.list {
+			e.byID[in.InstanceID] = j
+		}
+	} else {
+		d.order = append(d.order, k)
+	}
+	d.edits[k] = e
+	return e
+}
+
+// applyInstances applies the delta's servable entries.
+func (d *deltaApply) applyInstances(apps []Application) {
+	for _, app := range apps {
 		for _, in := range app.Instances {
 			k := keyOf(in.App, in.InstanceID)
 			switch in.ActionType {
 			case ActionAdded, ActionModified:
-				edit(in.App).put(in)
-				delete(skipped, k)
-				res.count(in.ActionType)
+				d.edit(in.App).put(in)
+				delete(d.skipped, k)
+				d.res.count(in.ActionType)
 			case ActionDeleted:
-				edit(in.App).remove(in.InstanceID)
-				delete(skipped, k)
-				res.Deleted++
+				d.edit(in.App).remove(in.InstanceID)
+				delete(d.skipped, k)
+				d.res.Deleted++
 			default:
-				res.Unapplied = append(res.Unapplied, unknownAction(in.App, in.InstanceID, in.Status, in.ActionType))
+				d.res.Unapplied = append(d.res.Unapplied, unknownAction(in.App, in.InstanceID, in.Status, in.ActionType))
 			}
 		}
 	}
-	for _, s := range delta.Skipped {
+}
+
+// applySkipped applies the delta's entries that cannot be served: each still replaces or
+// removes the instance it names.
+func (d *deltaApply) applySkipped(skipped []Skipped) {
+	for _, s := range skipped {
 		switch {
 		case !s.keyed():
-			res.Unapplied = append(res.Unapplied, s)
+			d.res.Unapplied = append(d.res.Unapplied, s)
 		case s.ActionType == ActionAdded || s.ActionType == ActionModified:
-			edit(s.App).remove(s.InstanceID)
-			skipped[keyOf(s.App, s.InstanceID)] = s
-			res.Skipped = append(res.Skipped, s)
-			res.count(s.ActionType)
+			d.edit(s.App).remove(s.InstanceID)
+			d.skipped[keyOf(s.App, s.InstanceID)] = s
+			d.res.Skipped = append(d.res.Skipped, s)
+			d.res.count(s.ActionType)
 		case s.ActionType == ActionDeleted:
-			edit(s.App).remove(s.InstanceID)
-			delete(skipped, keyOf(s.App, s.InstanceID))
-			res.Deleted++
+			d.edit(s.App).remove(s.InstanceID)
+			delete(d.skipped, keyOf(s.App, s.InstanceID))
+			d.res.Deleted++
 		default:
-			res.Unapplied = append(res.Unapplied, unknownAction(s.App, s.InstanceID, s.Status, s.ActionType))
+			d.res.Unapplied = append(d.res.Unapplied, unknownAction(s.App, s.InstanceID, s.Status, s.ActionType))
 		}
 	}
+}
 
+// result builds the new registry (cur's applications in their order, then the new ones in the
+// delta's, skipped instances sorted) and names the changed applications.
+func (d *deltaApply) result(delta *Applications) *Applications {
 	next := &Applications{VersionsDelta: delta.VersionsDelta, AppsHashcode: delta.AppsHashcode}
-	next.Apps = make([]Application, 0, len(cur.Apps)+len(order))
-	for _, a := range cur.Apps {
-		e, ok := edits[strings.ToUpper(a.Name)]
+	next.Apps = make([]Application, 0, len(d.cur.Apps)+len(d.order))
+	for _, a := range d.cur.Apps {
+		e, ok := d.edits[strings.ToUpper(a.Name)]
 		if !ok {
 			next.Apps = append(next.Apps, a)
 			continue
@@ -135,31 +167,28 @@ func ApplyDelta(cur, delta *Applications) (*Applications, DeltaResult) {
 			next.Apps = append(next.Apps, Application{Name: e.name, Instances: e.list})
 		}
 	}
-	for _, k := range order {
-		if e := edits[k]; len(e.list) > 0 {
+	for _, k := range d.order {
+		if e := d.edits[k]; len(e.list) > 0 {
 			next.Apps = append(next.Apps, Application{Name: e.name, Instances: e.list})
 		}
 	}
-	for _, e := range edits {
+	for _, e := range d.edits {
 		if !sameInstances(e.old, e.list) {
-			res.Changed = append(res.Changed, e.name)
+			d.res.Changed = append(d.res.Changed, e.name)
 		}
 	}
-	slices.Sort(res.Changed)
+	slices.Sort(d.res.Changed)
 
-	next.Skipped = unkeyed
-	keys := make([]instanceKey, 0, len(skipped))
-	for k := range skipped {
+	next.Skipped = d.unkeyed
+	keys := make([]instanceKey, 0, len(d.skipped))
+	for k := range d.skipped {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, func(a, b instanceKey) int { return cmp.Or(cmp.Compare(a.app, b.app), cmp.Compare(a.id, b.id)) })
 	for _, k := range keys {
-		next.Skipped = append(next.Skipped, skipped[k])
+		next.Skipped = append(next.Skipped, d.skipped[k])
 	}
-
-	res.Hashcode = Hashcode(next)
-	res.Reconciled = res.Hashcode == delta.AppsHashcode
-	return next, res
+	return next
 }
 
 func (r *DeltaResult) count(action string) {
@@ -171,8 +200,8 @@ func (r *DeltaResult) count(action string) {
 }
 
 func unknownAction(app, id, status, action string) Skipped {
-	return Skipped{App: app, InstanceID: id, Status: status, ActionType: action, Reason: reasonAction,
-		Err: bad(reasonAction, fmt.Errorf("actionType %q is none of ADDED, MODIFIED, DELETED", action))}
+	return Skipped{App: app, InstanceID: id, Status: status, ActionType: action, Reason: ReasonAction,
+		Err: bad(ReasonAction, fmt.Errorf("actionType %q is none of ADDED, MODIFIED, DELETED", action))}
 }
 
 // appEdit is one application being changed by a delta: a copy of its instances (old is the

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"bytes"
@@ -115,8 +115,8 @@ func BenchmarkApplyDelta1pct(b *testing.B) {
 func TestBenchListing(t *testing.T) {
 	for _, f := range []Format{FormatJSON, FormatXML} {
 		a, err := DecodeBytes(benchListing(f, StatusUp, ActionAdded, 500), f)
-		if err != nil || count(a) != 500 || len(a.Apps) != 50 || len(a.Skipped) != 0 || Hashcode(a) != "UP_500_" {
-			t.Fatalf("%v: %v, %d instances, %d skipped", f, err, count(a), len(a.Skipped))
+		if err != nil || a.Servable() != 500 || len(a.Apps) != 50 || len(a.Skipped) != 0 || Hashcode(a) != "UP_500_" {
+			t.Fatalf("%v: %v, %d instances, %d skipped", f, err, a.Servable(), len(a.Skipped))
 		}
 	}
 }

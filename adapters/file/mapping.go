@@ -403,33 +403,48 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string, in *interne
 	if len(s.Ports) == 0 {
 		return svc, errorAt(lineOfField(n, "ports"), "at least one port is required")
 	}
+	numbers, err := s.portsToModel(n, &svc, in)
+	if err != nil {
+		return svc, err
+	}
+	return svc, s.instancesToModel(n, &svc, numbers, in)
+}
+
+// portsToModel validates s's ports and sets svc's. It returns the index in
+// s.Ports of each port number.
+func (s *serviceSpec) portsToModel(n *yaml.Node, svc *model.Service, in *interner) (map[uint32]int, error) {
 	numbers := make(map[uint32]int, len(s.Ports))
 	names := map[string]int{}
 	svc.Ports = make([]model.Port, 0, len(s.Ports))
 	for i, p := range s.Ports {
 		line := itemLine(n, "ports", i)
 		if p.Number == 0 || p.Number > 65535 {
-			return svc, errorAt(line, "ports[%d]: number %d is not in 1-65535", i, p.Number)
+			return nil, errorAt(line, "ports[%d]: number %d is not in 1-65535", i, p.Number)
 		}
 		if prev, dup := numbers[p.Number]; dup {
-			return svc, errorAt(line, "ports[%d]: port %d is already listed at ports[%d]", i, p.Number, prev)
+			return nil, errorAt(line, "ports[%d]: port %d is already listed at ports[%d]", i, p.Number, prev)
 		}
 		numbers[p.Number] = i
 		proto, err := parseProtocol(p.Protocol)
 		if err != nil {
-			return svc, errorAt(line, "ports[%d]: %v", i, err)
+			return nil, errorAt(line, "ports[%d]: %v", i, err)
 		}
 		if p.Name != "" {
 			if prev, dup := names[p.Name]; dup {
-				return svc, errorAt(line, "ports[%d]: name %q is already used by ports[%d]", i, p.Name, prev)
+				return nil, errorAt(line, "ports[%d]: name %q is already used by ports[%d]", i, p.Name, prev)
 			}
 			names[p.Name] = i
 		}
 		svc.Ports = append(svc.Ports, model.Port{Number: p.Number, Protocol: proto, Name: in.str(p.Name)})
 	}
+	return numbers, nil
+}
 
+// instancesToModel validates s's instances and sets svc's; numbers is the
+// index of each service port number (portsToModel).
+func (s *serviceSpec) instancesToModel(n *yaml.Node, svc *model.Service, numbers map[uint32]int, in *interner) error {
 	if len(s.Instances) == 0 {
-		return svc, nil
+		return nil
 	}
 	svc.Instances = make([]model.Instance, 0, len(s.Instances))
 	ids := instanceIDs{}
@@ -437,19 +452,19 @@ func (s *serviceSpec) toModel(n *yaml.Node, defaultNamespace string, in *interne
 		inst, err := s.Instances[i].toModel(numbers, in)
 		line := itemLine(n, "instances", i)
 		if err != nil {
-			return svc, errorAt(line, "instances[%d]: %v", i, err)
+			return errorAt(line, "instances[%d]: %v", i, err)
 		}
 		if prev, dup := ids.add(svc.Instances, inst.ID); dup {
-			return svc, errorAt(line, "instances[%d]: id %q is already used by instances[%d] (set a distinct id)", i, inst.ID, prev)
+			return errorAt(line, "instances[%d]: id %q is already used by instances[%d] (set a distinct id)", i, inst.ID, prev)
 		}
 		svc.Instances = append(svc.Instances, inst)
 	}
-	return svc, nil
+	return nil
 }
 
 // instanceIDs finds an instance ID used twice in a service. A service of a few instances is
-// searched, not indexed: a map per service was about 2% of a start's CPU (10,000 services of
-// 10 instances; 90 of 3,950 ms over three profiled starts).
+// searched, not indexed: a map per service was a measurable share of a start's CPU (see
+// docs/benchmarks.md, "galleon-file start", BenchmarkParseGenerated).
 type instanceIDs struct {
 	index map[string]int // nil until the service has instanceIDsIndexed instances
 }

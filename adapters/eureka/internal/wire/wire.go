@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,20 +36,20 @@ const (
 	ActionDeleted  = "DELETED"
 )
 
-// DefaultMaxBody bounds a listing when Decode is given no limit. 2,000 applications x 10
-// instances of Spring Cloud size are about 19 MB of JSON and 27 MB of XML (bench_test.go; 1 to
-// 1.3 kB an instance, more with much metadata); 64 MiB leaves room for twice that and still
+// DefaultMaxBody bounds a listing when Decode is given no limit: room for about twice the
+// listing of a large registry of Spring Cloud instances, in JSON or XML (their sizes: see
+// docs/adapters/eureka.md, BenchmarkDecodeJSON2000x10 and BenchmarkDecodeXML2000x10), that still
 // stops a runaway answer before it costs the adapter its memory.
 const DefaultMaxBody = 64 << 20
 
 // DefaultMaxInstances and DefaultMaxApps bound what one listing may list, counted as it is
-// decoded: the bytes of a listing do not bound the memory it takes, its records do. An
-// instance of Spring Cloud size takes 1 to 1.3 kB of JSON, so a listing within DefaultMaxBody
-// holds about 50,000 of them; a minimal one (an id, a status, a port) takes 47 bytes, so
-// DefaultMaxBody alone would let 1.4 million through, each taking about ten times its size
-// once decoded, and a ServiceEntry endpoint after that. 100,000 instances and 20,000
-// applications are twice what a listing of real instances within DefaultMaxBody can hold,
-// and several times the largest registries Netflix describes running.
+// decoded: the bytes of a listing do not bound the memory it takes, its records do. A minimal
+// instance (an id, a status, a port) is a small fraction of the size of a Spring Cloud one, so
+// DefaultMaxBody alone would let over a million through, each taking several times its size
+// once decoded, and a ServiceEntry endpoint after that (see docs/adapters/eureka.md, "Limits",
+// and TestDecodeMemoryPerInstance). These bounds are about twice what a listing of real
+// instances within DefaultMaxBody can hold, and several times the largest registries Netflix
+// describes running.
 const (
 	DefaultMaxInstances = 100_000
 	DefaultMaxApps      = 20_000
@@ -123,6 +124,41 @@ type Applications struct {
 	// Duplicates counts instances dropped because a later one in the same listing had the same
 	// application and id (the later one is kept, as Netflix's Application.addInstance does).
 	Duplicates int
+}
+
+// Servable is the number of servable instances, those of Apps.
+func (a *Applications) Servable() int {
+	n := 0
+	for _, app := range a.Apps {
+		n += len(app.Instances)
+	}
+	return n
+}
+
+// Clone is a copy of a that shares no slice with it (instances' maps are shared: nothing
+// here writes to them).
+func (a *Applications) Clone() *Applications {
+	out := *a
+	out.Apps = slices.Clone(a.Apps)
+	for i := range out.Apps {
+		out.Apps[i].Instances = slices.Clone(out.Apps[i].Instances)
+	}
+	out.Skipped = slices.Clone(a.Skipped)
+	return &out
+}
+
+// Find returns the servable instance app/id (app in any case), or nil.
+func (a *Applications) Find(app, id string) *Instance {
+	for i := range a.Apps {
+		if strings.EqualFold(a.Apps[i].Name, app) {
+			for j := range a.Apps[i].Instances {
+				if a.Apps[i].Instances[j].InstanceID == id {
+					return &a.Apps[i].Instances[j]
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Application is one Eureka application (a service) and its servable instances.
@@ -405,7 +441,7 @@ func (as *assembler) appsHashcode(v scalar) { as.out.AppsHashcode = v.text() }
 
 // notObject records an application that is not an object (JSON).
 func (as *assembler) notObject() {
-	as.out.Skipped = append(as.out.Skipped, Skipped{Reason: reasonOther, Err: bad(reasonOther, errors.New("an application that is not an object"))})
+	as.out.Skipped = append(as.out.Skipped, Skipped{Reason: ReasonOther, Err: bad(ReasonOther, errors.New("an application that is not an object"))})
 }
 
 // add validates instances of one application and adds them.
@@ -596,7 +632,7 @@ func build(appName string, r *rawInstance) (Instance, error) {
 		},
 	}
 	if r.notObject {
-		return in, bad(reasonOther, errors.New("an instance that is not an object"))
+		return in, bad(ReasonOther, errors.New("an instance that is not an object"))
 	}
 	// Identity, as Netflix's InstanceInfo.getId: instanceId, else an Amazon instance's
 	// instance-id, else hostName.
@@ -612,11 +648,11 @@ func build(appName string, r *rawInstance) (Instance, error) {
 	}
 	switch {
 	case in.App == "":
-		return in, bad(reasonID, errors.New("no application name"))
+		return in, bad(ReasonID, errors.New("no application name"))
 	case r.InstanceID.bad || in.InstanceID == "":
-		return in, bad(reasonID, errors.New("no instanceId (nor hostName to stand for it)"))
+		return in, bad(ReasonID, errors.New("no instanceId (nor hostName to stand for it)"))
 	case r.Status.bad || !knownStatus(in.Status):
-		return in, bad(reasonStatus, fmt.Errorf("status %q is none of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN", in.Status))
+		return in, bad(ReasonStatus, fmt.Errorf("status %q is none of UP, DOWN, STARTING, OUT_OF_SERVICE, UNKNOWN", in.Status))
 	}
 	if err := checkAddress(r, in.IPAddr, in.HostName); err != nil {
 		return in, err
@@ -631,7 +667,7 @@ func build(appName string, r *rawInstance) (Instance, error) {
 		return in, err
 	}
 	if !in.Port.Enabled && !in.SecurePort.Enabled {
-		return in, bad(reasonPort, errors.New("neither port nor securePort is enabled"))
+		return in, bad(ReasonPort, errors.New("neither port nor securePort is enabled"))
 	}
 	return in, nil
 }
@@ -654,14 +690,14 @@ var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_.])
 // trusted with the other.
 func checkAddress(r *rawInstance, ip, host string) error {
 	if r.IPAddr.bad || r.HostName.bad {
-		return bad(reasonAddress, errors.New("ipAddr or hostName is not a value"))
+		return bad(ReasonAddress, errors.New("ipAddr or hostName is not a value"))
 	}
 	if ip == "" && host == "" {
-		return bad(reasonAddress, errors.New("no ipAddr and no hostName"))
+		return bad(ReasonAddress, errors.New("no ipAddr and no hostName"))
 	}
 	if ip != "" {
 		if _, err := netip.ParseAddr(ip); err != nil {
-			return bad(reasonAddress, fmt.Errorf("ipAddr %q is not an IP address", ip))
+			return bad(ReasonAddress, fmt.Errorf("ipAddr %q is not an IP address", ip))
 		}
 	}
 	if host != "" && len(host) <= 253 && hostNameRE.MatchString(host) {
@@ -669,7 +705,7 @@ func checkAddress(r *rawInstance, ip, host string) error {
 	}
 	if host != "" {
 		if _, err := netip.ParseAddr(host); err != nil {
-			return bad(reasonAddress, fmt.Errorf("hostName %q is not a host name or IP address", host))
+			return bad(ReasonAddress, fmt.Errorf("hostName %q is not a host name or IP address", host))
 		}
 	}
 	return nil
@@ -679,7 +715,7 @@ func checkAddress(r *rawInstance, ip, host string) error {
 // for ports nobody listens on), an enabled one must be 1-65535.
 func readPort(name string, p rawPort, defEnabled bool) (Port, error) {
 	if p.bad || p.Number.bad || p.Enabled.bad {
-		return Port{}, bad(reasonPort, fmt.Errorf("%s is not a port", name))
+		return Port{}, bad(ReasonPort, fmt.Errorf("%s is not a port", name))
 	}
 	if !p.set {
 		return Port{}, nil // no such port
@@ -692,7 +728,7 @@ func readPort(name string, p rawPort, defEnabled bool) (Port, error) {
 		case "false":
 			out.Enabled = false
 		default:
-			return Port{}, bad(reasonPort, fmt.Errorf("%s enabled=%q is neither true nor false", name, p.Enabled.s))
+			return Port{}, bad(ReasonPort, fmt.Errorf("%s enabled=%q is neither true nor false", name, p.Enabled.s))
 		}
 	}
 	n, err := strconv.ParseUint(p.Number.text(), 10, 32)
@@ -702,9 +738,9 @@ func readPort(name string, p rawPort, defEnabled bool) (Port, error) {
 			out.Number = uint32(n)
 		}
 	case err != nil:
-		return Port{}, bad(reasonPort, fmt.Errorf("%s %q is not a number", name, p.Number.s))
+		return Port{}, bad(ReasonPort, fmt.Errorf("%s %q is not a number", name, p.Number.s))
 	case n < 1 || n > 65535:
-		return Port{}, bad(reasonPort, fmt.Errorf("%s %d is out of 1-65535", name, n))
+		return Port{}, bad(ReasonPort, fmt.Errorf("%s %d is out of 1-65535", name, n))
 	default:
 		out.Number = uint32(n)
 	}
@@ -723,4 +759,17 @@ func (in *Instance) equal(o *Instance) bool {
 		maps.Equal(in.DataCenterInfo.Metadata, o.DataCenterInfo.Metadata) &&
 		in.LeaseInfo == o.LeaseInfo &&
 		in.LastUpdatedTimestamp == o.LastUpdatedTimestamp && in.LastDirtyTimestamp == o.LastDirtyTimestamp
+}
+
+// CountingReader counts the bytes read through it: what a listing cost, on the wire and
+// decoded.
+type CountingReader struct {
+	R io.Reader
+	N int64
+}
+
+func (c *CountingReader) Read(p []byte) (int, error) {
+	n, err := c.R.Read(p)
+	c.N += int64(n)
+	return n, err
 }

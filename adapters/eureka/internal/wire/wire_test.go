@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"bytes"
@@ -91,17 +91,17 @@ func TestDecodeJSONQuirks(t *testing.T) {
 		{name: "port a bare number", over: map[string]any{"port": 8080}, check: func(in *Instance) bool { return in.Port == Port{8080, true} }},
 		{name: "secure port only", over: map[string]any{"port": raw(`{"$": 80, "@enabled": "false"}`), "securePort": raw(`{"$": 8443, "@enabled": "true"}`)},
 			check: func(in *Instance) bool { return in.Port == Port{80, false} && in.SecurePort == Port{8443, true} }},
-		{name: "no port elements at all", over: map[string]any{"port": absent, "securePort": absent}, skip: reasonPort},
-		{name: "port null", over: map[string]any{"port": nil, "securePort": absent}, skip: reasonPort},
-		{name: "no port enabled", over: map[string]any{"port": raw(`{"$": 8080, "@enabled": "false"}`)}, skip: reasonPort},
-		{name: "enabled port 0", over: map[string]any{"port": raw(`{"$": 0, "@enabled": "true"}`)}, skip: reasonPort},
-		{name: "enabled port 65536", over: map[string]any{"port": raw(`{"$": "65536", "@enabled": "true"}`)}, skip: reasonPort},
-		{name: "enabled port not a number", over: map[string]any{"port": raw(`{"$": "http", "@enabled": "true"}`)}, skip: reasonPort},
-		{name: "enabled port negative", over: map[string]any{"port": raw(`{"$": -1, "@enabled": "true"}`)}, skip: reasonPort},
-		{name: "enabled port fractional", over: map[string]any{"port": raw(`{"$": 80.5, "@enabled": "true"}`)}, skip: reasonPort},
-		{name: "enabled neither true nor false", over: map[string]any{"port": raw(`{"$": 8080, "@enabled": "yes"}`)}, skip: reasonPort},
-		{name: "port an array", over: map[string]any{"port": raw(`[8080]`)}, skip: reasonPort},
-		{name: "port number an object", over: map[string]any{"port": raw(`{"$": {"x": 1}, "@enabled": "true"}`)}, skip: reasonPort},
+		{name: "no port elements at all", over: map[string]any{"port": absent, "securePort": absent}, skip: ReasonPort},
+		{name: "port null", over: map[string]any{"port": nil, "securePort": absent}, skip: ReasonPort},
+		{name: "no port enabled", over: map[string]any{"port": raw(`{"$": 8080, "@enabled": "false"}`)}, skip: ReasonPort},
+		{name: "enabled port 0", over: map[string]any{"port": raw(`{"$": 0, "@enabled": "true"}`)}, skip: ReasonPort},
+		{name: "enabled port 65536", over: map[string]any{"port": raw(`{"$": "65536", "@enabled": "true"}`)}, skip: ReasonPort},
+		{name: "enabled port not a number", over: map[string]any{"port": raw(`{"$": "http", "@enabled": "true"}`)}, skip: ReasonPort},
+		{name: "enabled port negative", over: map[string]any{"port": raw(`{"$": -1, "@enabled": "true"}`)}, skip: ReasonPort},
+		{name: "enabled port fractional", over: map[string]any{"port": raw(`{"$": 80.5, "@enabled": "true"}`)}, skip: ReasonPort},
+		{name: "enabled neither true nor false", over: map[string]any{"port": raw(`{"$": 8080, "@enabled": "yes"}`)}, skip: ReasonPort},
+		{name: "port an array", over: map[string]any{"port": raw(`[8080]`)}, skip: ReasonPort},
+		{name: "port number an object", over: map[string]any{"port": raw(`{"$": {"x": 1}, "@enabled": "true"}`)}, skip: ReasonPort},
 		{name: "disabled port's number not checked", over: map[string]any{"securePort": raw(`{"$": "none", "@enabled": "false"}`)},
 			check: func(in *Instance) bool { return in.SecurePort == Port{0, false} }},
 
@@ -111,10 +111,10 @@ func TestDecodeJSONQuirks(t *testing.T) {
 		{name: "every known status", over: map[string]any{"status": "OUT_OF_SERVICE"}, check: func(in *Instance) bool { return in.Status == StatusOutOfService }},
 		{name: "status STARTING", over: map[string]any{"status": "STARTING"}, check: func(in *Instance) bool { return in.Status == StatusStarting }},
 		{name: "status UNKNOWN", over: map[string]any{"status": "UNKNOWN"}, check: func(in *Instance) bool { return in.Status == StatusUnknown }},
-		{name: "unknown status", over: map[string]any{"status": "DRAINING"}, skip: reasonStatus},
-		{name: "no status", over: map[string]any{"status": absent}, skip: reasonStatus},
-		{name: "status null", over: map[string]any{"status": nil}, skip: reasonStatus},
-		{name: "status an object", over: map[string]any{"status": raw(`{"$": "UP"}`)}, skip: reasonStatus},
+		{name: "unknown status", over: map[string]any{"status": "DRAINING"}, skip: ReasonStatus},
+		{name: "no status", over: map[string]any{"status": absent}, skip: ReasonStatus},
+		{name: "status null", over: map[string]any{"status": nil}, skip: ReasonStatus},
+		{name: "status an object", over: map[string]any{"status": raw(`{"$": "UP"}`)}, skip: ReasonStatus},
 		{name: "overriddenstatus, XStream's spelling", over: map[string]any{"overriddenStatus": absent, "overriddenstatus": "OUT_OF_SERVICE"},
 			check: func(in *Instance) bool { return in.OverriddenStatus == StatusOutOfService }},
 		{name: "overriddenStatus not a status reads UNKNOWN", over: map[string]any{"overriddenStatus": "BOGUS"},
@@ -127,11 +127,11 @@ func TestDecodeJSONQuirks(t *testing.T) {
 		{name: "hostName only", over: map[string]any{"ipAddr": ""}, check: func(in *Instance) bool { return in.IPAddr == "" && in.HostName == "h1.example" }},
 		{name: "IPv6", over: map[string]any{"ipAddr": "fd00::1", "hostName": "fd00::1"}, check: func(in *Instance) bool { return in.IPAddr == "fd00::1" }},
 		{name: "hostName with underscore", over: map[string]any{"hostName": "WIN_HOST-01"}, check: func(in *Instance) bool { return in.HostName == "WIN_HOST-01" }},
-		{name: "no address", over: map[string]any{"ipAddr": absent, "hostName": absent, "instanceId": "i-1"}, skip: reasonAddress},
-		{name: "ipAddr not an IP", over: map[string]any{"ipAddr": "10.0.0.300"}, skip: reasonAddress},
-		{name: "hostName with a space", over: map[string]any{"hostName": "bad host"}, skip: reasonAddress},
-		{name: "hostName a URL", over: map[string]any{"hostName": "http://h1/"}, skip: reasonAddress},
-		{name: "ipAddr an object", over: map[string]any{"ipAddr": raw(`{}`)}, skip: reasonAddress},
+		{name: "no address", over: map[string]any{"ipAddr": absent, "hostName": absent, "instanceId": "i-1"}, skip: ReasonAddress},
+		{name: "ipAddr not an IP", over: map[string]any{"ipAddr": "10.0.0.300"}, skip: ReasonAddress},
+		{name: "hostName with a space", over: map[string]any{"hostName": "bad host"}, skip: ReasonAddress},
+		{name: "hostName a URL", over: map[string]any{"hostName": "http://h1/"}, skip: ReasonAddress},
+		{name: "ipAddr an object", over: map[string]any{"ipAddr": raw(`{}`)}, skip: ReasonAddress},
 
 		// Identity: instanceId, else Amazon's instance-id, else hostName (InstanceInfo.getId).
 		{name: "no instanceId: hostName", over: map[string]any{"instanceId": absent}, check: func(in *Instance) bool { return in.InstanceID == "h1.example" }},
@@ -140,8 +140,8 @@ func TestDecodeJSONQuirks(t *testing.T) {
 			check: func(in *Instance) bool {
 				return in.InstanceID == "i-0abc" && in.DataCenterInfo.AvailabilityZone() == "eu-west-1a" && in.DataCenterInfo.Name == "Amazon"
 			}},
-		{name: "no id at all", over: map[string]any{"instanceId": absent, "hostName": absent}, skip: reasonID},
-		{name: "instanceId an object", over: map[string]any{"instanceId": raw(`{"a":1}`)}, skip: reasonID},
+		{name: "no id at all", over: map[string]any{"instanceId": absent, "hostName": absent}, skip: ReasonID},
+		{name: "instanceId an object", over: map[string]any{"instanceId": raw(`{"a":1}`)}, skip: ReasonID},
 		{name: "instanceId a number", over: map[string]any{"instanceId": 42}, check: func(in *Instance) bool { return in.InstanceID == "42" }},
 
 		// Numbers and timestamps as strings, numbers or null (Polaris: lastDirtyTimestamp null).
@@ -202,7 +202,7 @@ func TestDecodeJSONQuirks(t *testing.T) {
 			case tc.check == nil && skipped.Reason != tc.skip:
 				t.Fatalf("skipped for %s (%v), want %s", skipped.Reason, skipped.Err, tc.skip)
 			case skipped != nil && (skipped.App != "APP" || skipped.Status == ""):
-				if tc.skip != reasonStatus && tc.skip != reasonID {
+				if tc.skip != ReasonStatus && tc.skip != ReasonID {
 					t.Errorf("skipped entry %+v does not name its app and status", *skipped)
 				}
 			}
@@ -272,7 +272,7 @@ func TestDecodeJSONSingleObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(single, array) || count(single) != 1 || single.Apps[0].Instances[0].Metadata["k\"q"] != "v\u00e9 \\ <x>" {
+	if !reflect.DeepEqual(single, array) || single.Servable() != 1 || single.Apps[0].Instances[0].Metadata["k\"q"] != "v\u00e9 \\ <x>" {
 		t.Errorf("single %+v\narray %+v", single, array)
 	}
 }
@@ -355,16 +355,16 @@ func TestDecodeLimit(t *testing.T) {
 	// A body far over the limit is not read to its end, in either format; one that is no
 	// listing from its first bytes is not either.
 	for _, start := range []string{`{"applications":{"application":[`, `<applications><application>`} {
-		big := &countingReader{r: io.MultiReader(strings.NewReader(start), bytes.NewReader(bytes.Repeat([]byte(" "), 10<<20)))}
+		big := &CountingReader{R: io.MultiReader(strings.NewReader(start), bytes.NewReader(bytes.Repeat([]byte(" "), 10<<20)))}
 		_, err := Decode(big, "", 1024)
 		var le *LimitError
-		if !errors.As(err, &le) || le.What != LimitBytes || le.Limit != 1024 || big.n > 1025 {
-			t.Fatalf("10 MiB body, limit 1 KiB: %v after reading %d bytes", err, big.n)
+		if !errors.As(err, &le) || le.What != LimitBytes || le.Limit != 1024 || big.N > 1025 {
+			t.Fatalf("10 MiB body, limit 1 KiB: %v after reading %d bytes", err, big.N)
 		}
 	}
-	zeros := &countingReader{r: bytes.NewReader(make([]byte, 10<<20))}
-	if _, err := Decode(zeros, "", 1024); err == nil || zeros.n > 1025 {
-		t.Fatalf("10 MiB of zeros, limit 1 KiB: %v after reading %d bytes", err, zeros.n)
+	zeros := &CountingReader{R: bytes.NewReader(make([]byte, 10<<20))}
+	if _, err := Decode(zeros, "", 1024); err == nil || zeros.N > 1025 {
+		t.Fatalf("10 MiB of zeros, limit 1 KiB: %v after reading %d bytes", err, zeros.N)
 	}
 	if _, err := Decode(bytes.NewReader(body), "", 0); err != nil {
 		t.Fatalf("limit 0 (DefaultMaxBody): %v", err)
@@ -438,16 +438,16 @@ func TestDecodeXMLQuirks(t *testing.T) {
 		{name: "enabled missing: port on, securePort off", body: `<port>8080</port><securePort>8443</securePort>`,
 			check: func(in *Instance) bool { return in.Port == Port{8080, true} && in.SecurePort == Port{8443, false} }},
 		{name: "port padded", body: "<port enabled=\"true\">\n 8080 \n</port>", check: func(in *Instance) bool { return in.Port == Port{8080, true} }},
-		{name: "no port element", body: `<securePort enabled="false">443</securePort>`, skip: reasonPort},
-		{name: "enabled port empty", body: `<port enabled="true"></port>`, skip: reasonPort},
-		{name: "enabled garbage", body: `<port enabled="on">80</port>`, skip: reasonPort},
+		{name: "no port element", body: `<securePort enabled="false">443</securePort>`, skip: ReasonPort},
+		{name: "enabled port empty", body: `<port enabled="true"></port>`, skip: ReasonPort},
+		{name: "enabled garbage", body: `<port enabled="on">80</port>`, skip: ReasonPort},
 		{name: "overriddenstatus (XStream)", body: `<port>80</port><overriddenstatus>OUT_OF_SERVICE</overriddenstatus>`,
 			check: func(in *Instance) bool { return in.OverriddenStatus == StatusOutOfService }},
 		{name: "overriddenStatus (Polaris)", body: `<port>80</port><overriddenStatus>DOWN</overriddenStatus>`,
 			check: func(in *Instance) bool { return in.OverriddenStatus == StatusDown }},
-		{name: "status unknown", body: `<port>80</port><status>BOGUS</status>`, skip: reasonStatus},
-		{name: "status empty", body: `<port>80</port><status/>`, skip: reasonStatus},
-		{name: "no address", body: `<port>80</port><ipAddr></ipAddr>`, skip: reasonAddress},
+		{name: "status unknown", body: `<port>80</port><status>BOGUS</status>`, skip: ReasonStatus},
+		{name: "status empty", body: `<port>80</port><status/>`, skip: ReasonStatus},
+		{name: "no address", body: `<port>80</port><ipAddr></ipAddr>`, skip: ReasonAddress},
 		{name: "no instanceId: hostName", body: `<port>80</port><instanceId/><hostName>h.example</hostName>`,
 			check: func(in *Instance) bool { return in.InstanceID == "h.example" }},
 		{name: "metadata: entities, empty values, XStream-escaped names", body: `<port>80</port><metadata>` +

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"encoding/xml"

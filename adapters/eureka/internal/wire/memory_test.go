@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"context"
@@ -207,7 +207,7 @@ func TestDecodeMemoryPerInstance(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		t.Logf("%s: 1,000,000 instances in %d bytes decoded whole: peak heap %.1f MiB, %.1f MiB live after (%d served, %d skipped)",
-			tc.name, size(tc.body()), float64(peak)/(1<<20), float64(ms.HeapAlloc)/(1<<20), count(a), len(a.Skipped))
+			tc.name, size(tc.body()), float64(peak)/(1<<20), float64(ms.HeapAlloc)/(1<<20), a.Servable(), len(a.Skipped))
 		runtime.KeepAlive(a)
 	}
 }

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"encoding/json"
@@ -38,7 +38,7 @@ func TestGoEurekaClientCrossCheck(t *testing.T) {
 					if id == "" {
 						id = s.HostName // no instanceId: Netflix's getId falls back to hostName
 					}
-					in := find(ours, app.Name, id)
+					in := ours.Find(app.Name, id)
 					if in == nil {
 						t.Errorf("SDK lists %s/%s, we do not", app.Name, id)
 						continue
@@ -71,8 +71,8 @@ func TestGoEurekaClientCrossCheck(t *testing.T) {
 					}
 				}
 			}
-			if n != count(ours)+len(ours.Skipped) {
-				t.Errorf("SDK reads %d instances, we %d", n, count(ours))
+			if n != ours.Servable()+len(ours.Skipped) {
+				t.Errorf("SDK reads %d instances, we %d", n, ours.Servable())
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ func regOf(specs ...string) *Applications {
 		parts := strings.SplitN(spec, "/", 3)
 		app, id, status := parts[0], parts[1], parts[2]
 		if skipped {
-			a.Skipped = append(a.Skipped, Skipped{App: app, InstanceID: id, Status: status, Reason: reasonAddress, Err: bad(reasonAddress, errTest)})
+			a.Skipped = append(a.Skipped, Skipped{App: app, InstanceID: id, Status: status, Reason: ReasonAddress, Err: bad(ReasonAddress, errTest)})
 			continue
 		}
 		in := Instance{InstanceID: id, App: app, IPAddr: "10.0.0.1", Port: Port{80, true}, Status: status, OverriddenStatus: StatusUnknown}

@@ -1,4 +1,4 @@
-package eureka
+package wire
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // "application": [{"name": "APP", "instance": [{...}]}]}} (the key names are Netflix's
 // versions_delta and apps_hashcode with '_' doubled, XStream's escaping, which its Jackson codec
 // kept). It walks the outer levels token by token and decodes each instance in one go, so that
-// a 20 MB listing is scanned about twice, not once per level (json.Unmarshal with a custom
+// a large listing is scanned about twice, not once per level (json.Unmarshal with a custom
 // unmarshaler per level scans each level's bytes again), and so that an application or instance
 // that is not an object is skipped rather than failing the listing.
 //
