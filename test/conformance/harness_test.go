@@ -75,7 +75,7 @@ func startCore(t *testing.T, mode convert.Mode) *galleonCore {
 	t.Helper()
 	c := &galleonCore{t: t, store: snapshot.NewStore(), conv: convert.Options{Mode: mode, Registry: registryName}}
 	// Short debounce: the tests wait for results, they do not time the pipeline.
-	c.pipe = pipeline.New(c.store, pipeline.Config{Convert: c.conv, Quiet: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
+	c.pipe = pipeline.New(c.store, pipeline.Config{Registry: registryName, Convert: c.conv, Quiet: 5 * time.Millisecond, MaxDelay: 50 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

@@ -35,8 +35,8 @@ func (d *Driver) Normalize(svc model.Service) model.Service {
 	return svc
 }
 
-// Driver is the conformance kit's registrytest.Driver for Eureka (also a Corrupter and a
-// Breaker, through a registrytest.Proxy between the adapter and the server). It registers each
+// Driver is the conformance kit's registrytest.Driver for Eureka (also a Corrupter, and a
+// Breaker and a Staller through a registrytest.Proxy between the adapter and the server). It registers each
 // instance through Eureka's REST API (status DOWN for an Unhealthy instance, OUT_OF_SERVICE for a
 // Draining one, labels as metadata) and renews them while the test runs: an instance nobody
 // renews leaves Polaris's listing a few heartbeat TTLs after it registered. It corrupts a
@@ -53,7 +53,12 @@ var (
 	_ registrytest.Driver    = (*Driver)(nil)
 	_ registrytest.Corrupter = (*Driver)(nil)
 	_ registrytest.Breaker   = (*Driver)(nil)
+	_ registrytest.Staller   = (*Driver)(nil)
 )
+
+// Stall makes the server accept the adapter's connections and never answer (Proxy.Silence);
+// Restore ends it.
+func (d *Driver) Stall(ctx context.Context) error { return d.Proxy.Silence(ctx) }
 
 // NewDriver returns a driver that registers in s and breaks the registry with proxy (which
 // the adapter must be given as its server), renewing its instances every 10 s until t ends.

@@ -147,7 +147,7 @@ func CuratorJSON(name, id, address string, port, sslPort int, meta map[string]st
 }
 
 // CuratorDriver is the conformance kit's driver (registrytest.Driver, Corrupter and, through
-// its Proxy, Breaker) for the Curator layout: it writes the kit's services as Curator instance
+// its Proxy, Breaker and Staller) for the Curator layout: it writes the kit's services as Curator instance
 // nodes with W. Unhealthy instances carry instance_status DOWN, Draining ones OUT_OF_SERVICE
 // (Spring's status); labels are metadata. Corrupt adds a node that is not JSON (record: its
 // path). The adapter under test reaches the server through Proxy.
@@ -160,7 +160,12 @@ var (
 	_ registrytest.Driver    = (*CuratorDriver)(nil)
 	_ registrytest.Corrupter = (*CuratorDriver)(nil)
 	_ registrytest.Breaker   = (*CuratorDriver)(nil)
+	_ registrytest.Staller   = (*CuratorDriver)(nil)
 )
+
+// Stall makes the server accept the adapter's connections and never answer (Proxy.Silence);
+// Restore ends it.
+func (d *CuratorDriver) Stall(ctx context.Context) error { return d.Proxy.Silence(ctx) }
 
 // Put writes svc's instances, on its first port, in one transaction.
 func (d *CuratorDriver) Put(_ context.Context, svc model.Service) error {
