@@ -23,8 +23,8 @@ import (
 
 // Default addresses. Istio uses 15000-15090, 8080 and 9876; these clash with none of them.
 const (
-	DefaultListen = server.DefaultListen
-	DefaultHTTP   = server.DefaultHTTP
+	DefaultListen = ":16010"
+	DefaultHTTP   = ":16014"
 )
 
 // NewRegistry builds the adapter once settings are parsed. An error is a settings problem: the

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/daemon"
+	"github.com/galleon-mesh/galleon/internal/server"
 	"github.com/galleon-mesh/galleon/registry"
 )
 
@@ -91,5 +92,14 @@ func TestDeprecatedFlagIsHiddenFromHelp(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "--acme-token") || strings.Contains(stderr.String(), "--token ") {
 		t.Errorf("--help should list --acme-token and not --token:\n%s", stderr.String())
+	}
+}
+
+// TestDefaultsAreTheServers: the addresses this package documents are the ones the daemon's
+// body listens on when no flag says otherwise.
+func TestDefaultsAreTheServers(t *testing.T) {
+	if daemon.DefaultListen != server.DefaultListen || daemon.DefaultHTTP != server.DefaultHTTP {
+		t.Errorf("daemon says %s and %s, internal/server listens on %s and %s",
+			daemon.DefaultListen, daemon.DefaultHTTP, server.DefaultListen, server.DefaultHTTP)
 	}
 }
