@@ -4,9 +4,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strconv"
-	"testing"
-
 	"strings"
+	"testing"
 )
 
 func sample() Service {

@@ -1,8 +1,6 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"compress/gzip"
 	"context"
 	"crypto/tls"
@@ -14,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 )
 
 // The HTTP side: one request for a listing, from one server. Which server, and when, is the

@@ -2,8 +2,6 @@ package eureka
 
 import (
 	"cmp"
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/galleon-mesh/galleon/registry/tlsfiles"
-
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry/tlsfiles"
 )
 
 // Defaults of Config.

@@ -1,13 +1,12 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"context"
 	"testing"
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/model"
 )
 

@@ -1,8 +1,6 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"cmp"
 	"fmt"
 	"maps"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/model"
 )
 

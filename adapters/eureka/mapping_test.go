@@ -1,8 +1,6 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"compress/gzip"
 	"context"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"

@@ -1,8 +1,6 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"context"
 	"flag"
 	"maps"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 )
 
 var capturePolaris = flag.Bool("capture-polaris", false,

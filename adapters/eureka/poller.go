@@ -1,14 +1,13 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"context"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 )

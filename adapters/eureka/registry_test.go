@@ -1,8 +1,6 @@
 package eureka
 
 import (
-	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
-
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -21,6 +19,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
+	"github.com/galleon-mesh/galleon/adapters/eureka/internal/wire"
 	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry/registrytest"

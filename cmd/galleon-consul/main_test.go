@@ -11,9 +11,8 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/consul"
 	"github.com/galleon-mesh/galleon/daemon"
-	"github.com/galleon-mesh/galleon/registry"
-
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // TestBadFlagsFailAtStart checks that a bad value stops the binary with

@@ -8,7 +8,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/eureka"
 	"github.com/galleon-mesh/galleon/daemon"
-
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 )
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/file"
 	"github.com/galleon-mesh/galleon/daemon"
-
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 )
 

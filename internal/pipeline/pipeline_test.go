@@ -19,7 +19,6 @@ import (
 	"github.com/galleon-mesh/galleon/internal/testing/syncbuf"
 	"github.com/galleon-mesh/galleon/internal/vip"
 	"github.com/galleon-mesh/galleon/model"
-
 	"github.com/galleon-mesh/galleon/registry"
 )
 
