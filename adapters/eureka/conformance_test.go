@@ -1,6 +1,8 @@
 package eureka
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
@@ -52,3 +54,62 @@ func TestConformance(t *testing.T) {
 		registrytest.WithNormalize(d.Normalize),
 	)
 }
+
+// TestConformanceTwoServers runs the kit against the adapter reading two servers, here two
+// proxies to one Polaris (the same registry seen through two addresses, as replicas that agree):
+// the first going down is a Degraded part (the adapter fails over to the second and back, and
+// serves all it listed meanwhile); both going down, or both going silent, is the outage.
+func TestConformanceTwoServers(t *testing.T) {
+	s := eurekatest.Start(t, eurekatest.Options{})
+	primary, standby := registrytest.NewProxy(t, s.EurekaAddr), registrytest.NewProxy(t, s.EurekaAddr)
+	d := twoServers{Driver: eurekatest.NewDriver(t, s, primary), standby: standby}
+	cfg := Config{
+		URLs:         []string{"http://" + primary.Addr() + "/eureka", "http://" + standby.Addr() + "/eureka"},
+		PollInterval: 200 * time.Millisecond,
+		DeltaWindow:  time.Second,
+		Timeout:      2 * time.Second,
+		Namespace:    registrytest.DefaultNamespace,
+		Logger:       testLogger(),
+	}
+	registrytest.TestRegistry(t,
+		func(t *testing.T) registry.Registry {
+			reg, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reg
+		},
+		d,
+		registrytest.WithOutage(3*time.Second),
+		registrytest.WithTimeout(30*time.Second),
+		registrytest.WithNormalize(d.Normalize),
+	)
+}
+
+// twoServers is eurekatest's Driver for an adapter that reads two servers: Break and Stall take
+// both down, BreakPart the first (the one read), so that the adapter fails over.
+type twoServers struct {
+	*eurekatest.Driver // its Proxy is the first server
+	standby            *registrytest.Proxy
+}
+
+var _ registrytest.PartBreaker = twoServers{}
+
+func (d twoServers) Break(ctx context.Context) error {
+	return errors.Join(d.Driver.Break(ctx), d.standby.Break(ctx))
+}
+
+func (d twoServers) Stall(ctx context.Context) error {
+	return errors.Join(d.Driver.Stall(ctx), d.standby.Silence(ctx))
+}
+
+func (d twoServers) Restore(ctx context.Context) error {
+	return errors.Join(d.Driver.Restore(ctx), d.standby.Restore(ctx))
+}
+
+// BreakPart takes the first server down; the adapter names it by its address.
+func (d twoServers) BreakPart(ctx context.Context) (string, error) {
+	return "", d.Driver.Proxy.Break(ctx)
+}
+
+func (d twoServers) RestorePart(ctx context.Context) error { return d.Driver.Proxy.Restore(ctx) }
