@@ -1,6 +1,7 @@
 package consul_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"testing"
@@ -74,6 +75,54 @@ func conformance(t *testing.T, opts consultest.Options, config func(*consultest.
 		registrytest.WithNormalize(d.Normalize),
 		registrytest.WithTimeout(20*time.Second),
 	)
+}
+
+// TestConformanceTwoDatacenters runs the kit against the adapter following two datacenters
+// joined over WAN, the kit's services in the first (the agent the adapter talks to): the
+// second's servers going down is a Degraded part (nothing the first lists is lost, its changes
+// go on being reported, and the second's return is Degraded(dc2, nil)); the first going down is
+// the outage.
+func TestConformanceTwoDatacenters(t *testing.T) {
+	dc1 := consultest.Start(t, consultest.Options{Datacenter: "dc1"})
+	dc2 := consultest.Start(t, consultest.Options{Datacenter: "dc2", JoinWAN: dc1})
+	d := twoDatacenters{CatalogDriver: consultest.NewCatalogDriver(t, dc1, "galleon-rt"), t: t, dc2: dc2}
+	registrytest.TestRegistry(t,
+		func(t *testing.T) registry.Registry {
+			cfg := testConfig(dc1)
+			cfg.Datacenters = []string{"dc1", "dc2"}
+			reg, err := consul.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return reg
+		},
+		d,
+		registrytest.WithNamespace(consul.DefaultNamespace),
+		registrytest.WithNormalize(d.Normalize),
+		registrytest.WithTimeout(30*time.Second),
+	)
+}
+
+// twoDatacenters is consultest's driver for the first of two datacenters; the second is the
+// part it breaks.
+type twoDatacenters struct {
+	*consultest.CatalogDriver
+	t   testing.TB
+	dc2 *consultest.Agent
+}
+
+var _ registrytest.PartBreaker = twoDatacenters{}
+
+// BreakPart stops the second datacenter's server.
+func (d twoDatacenters) BreakPart(context.Context) (string, error) {
+	d.dc2.Stop(d.t)
+	return "dc2", nil
+}
+
+// RestorePart restarts it, with its catalog, on the same ports (it joins the WAN again).
+func (d twoDatacenters) RestorePart(context.Context) error {
+	d.dc2.Restart(d.t)
+	return nil
 }
 
 // testLogger discards the adapter's logs unless GALLEON_TEST_LOG is set.
