@@ -37,7 +37,10 @@
 //   - A watch that lost events (a gap in a stream, an index the server no
 //     longer holds, a session that expired) is a resynchronisation from
 //     scratch like an outage: the adapter lists the registry again and
-//     reports it with Replace (Reconciler.Resync).
+//     reports it with Replace (Reconciler.Resync). A registry whose
+//     reconnects lose nothing (registrytest.WithoutRelist) may instead
+//     report the difference the full listing makes to what it reported,
+//     with Update and Delete, as galleon-zookeeper does after an expiry.
 //   - An answer that would remove every service, or most of them, is a
 //     claim the core checks: it holds such removals (the services stay
 //     served) until the registry has said the same for a while (the

@@ -1,6 +1,8 @@
 package zookeeper
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -25,13 +27,17 @@ import (
 func TestConformance(t *testing.T) {
 	s := startServer(t)
 	proxy := registrytest.NewProxy(t, s.Addr())
-	d := &zktest.CuratorDriver{Proxy: proxy, W: &zktest.Writer{Conn: client(t, s.Addr()), Root: "/galleon-kit", Timeout: waitTimeout}}
+	var sessions zktest.Sessions
+	d := &expiringDriver{
+		CuratorDriver: &zktest.CuratorDriver{Proxy: proxy, W: &zktest.Writer{Conn: client(t, s.Addr()), Root: "/galleon-kit", Timeout: waitTimeout}},
+		server:        s, sessions: &sessions,
+	}
 	if err := d.W.EnsureRoot(); err != nil {
 		t.Fatal(err)
 	}
 	// What Curator cannot hold: service labels (the adapter has none to report), and the port's
 	// name (the adapter leaves the default, "http-8080"). Hosts are derived from the name.
-	runKit(t, proxy, Config{Root: d.W.Root}, d, func(svc model.Service) model.Service {
+	runKit(t, proxy, Config{Root: d.W.Root, dial: sessions.Dial}, d, func(svc model.Service) model.Service {
 		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
 		svc.Labels = nil
 		for i := range svc.Ports {
@@ -39,6 +45,32 @@ func TestConformance(t *testing.T) {
 		}
 		return svc
 	})
+}
+
+// expiringDriver is the Curator driver that also loses the adapter's watch events the way
+// ZooKeeper does (registrytest.EventLoser): a session that expires while the adapter is cut off
+// takes its watches with it, and what changed meanwhile is learnt only by listing again.
+type expiringDriver struct {
+	*zktest.CuratorDriver
+	server   *zktest.Server
+	sessions *zktest.Sessions // the adapter's, through Config.dial
+}
+
+var _ registrytest.EventLoser = (*expiringDriver)(nil)
+
+// LoseEvents cuts the adapter off, expires its session, runs change, and lets it reconnect.
+func (d *expiringDriver) LoseEvents(ctx context.Context, change func(context.Context) error) error {
+	id, passwd, ok := d.sessions.Last()
+	if !ok {
+		return errors.New("the adapter's session was not recorded")
+	}
+	if err := d.Proxy.Break(ctx); err != nil {
+		return err
+	}
+	if err := d.server.ExpireSession(id, passwd); err != nil {
+		return errors.Join(err, d.Proxy.Restore(ctx))
+	}
+	return errors.Join(change(ctx), d.Proxy.Restore(ctx))
 }
 
 // runKit runs the conformance kit against an adapter of cfg (its Layout and Root; the rest is

@@ -65,7 +65,8 @@
 //     Unreachable(nil) is reported and the state is right.
 //   - LostEvents (EventLoser): changes the adapter's watch missed are
 //     learnt by listing the registry again, reported with Replace (unless
-//     WithoutRelist), and the watch goes on.
+//     WithoutRelist: then as the Updates and Deletes the listing implies),
+//     and the watch goes on.
 //   - Cancel: Run returns ctx.Err() promptly after cancellation, also with
 //     a change in flight and with a context cancelled before Run.
 //
