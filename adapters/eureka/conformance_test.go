@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
+	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
@@ -32,8 +33,19 @@ func TestConformance(t *testing.T) {
 	s := eurekatest.Start(t, eurekatest.Options{})
 	proxy := registrytest.NewProxy(t, s.EurekaAddr)
 	d := eurekatest.NewDriver(t, s, proxy)
+	runKit(t, d, d.Normalize, proxy)
+}
+
+// runKit runs the conformance kit against adapters reading the servers behind proxies, with
+// polls and a delta window short enough for the kit's outage (3 s) to end in a relisting.
+func runKit(t *testing.T, d registrytest.Driver, normalize func(model.Service) model.Service, proxies ...*registrytest.Proxy) {
+	t.Helper()
+	var urls []string
+	for _, p := range proxies {
+		urls = append(urls, "http://"+p.Addr()+"/eureka")
+	}
 	cfg := Config{
-		URLs:         []string{"http://" + proxy.Addr() + "/eureka"},
+		URLs:         urls,
 		PollInterval: 200 * time.Millisecond,
 		DeltaWindow:  time.Second,
 		Timeout:      2 * time.Second,
@@ -51,7 +63,7 @@ func TestConformance(t *testing.T) {
 		d,
 		registrytest.WithOutage(3*time.Second),
 		registrytest.WithTimeout(30*time.Second),
-		registrytest.WithNormalize(d.Normalize),
+		registrytest.WithNormalize(normalize),
 	)
 }
 
@@ -63,27 +75,7 @@ func TestConformanceTwoServers(t *testing.T) {
 	s := eurekatest.Start(t, eurekatest.Options{})
 	primary, standby := registrytest.NewProxy(t, s.EurekaAddr), registrytest.NewProxy(t, s.EurekaAddr)
 	d := twoServers{Driver: eurekatest.NewDriver(t, s, primary), standby: standby}
-	cfg := Config{
-		URLs:         []string{"http://" + primary.Addr() + "/eureka", "http://" + standby.Addr() + "/eureka"},
-		PollInterval: 200 * time.Millisecond,
-		DeltaWindow:  time.Second,
-		Timeout:      2 * time.Second,
-		Namespace:    registrytest.DefaultNamespace,
-		Logger:       testLogger(),
-	}
-	registrytest.TestRegistry(t,
-		func(t *testing.T) registry.Registry {
-			reg, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return reg
-		},
-		d,
-		registrytest.WithOutage(3*time.Second),
-		registrytest.WithTimeout(30*time.Second),
-		registrytest.WithNormalize(d.Normalize),
-	)
+	runKit(t, d, d.Normalize, primary, standby)
 }
 
 // twoServers is eurekatest's Driver for an adapter that reads two servers: Break and Stall take

@@ -63,24 +63,23 @@ func loadSettings(fs *pflag.FlagSet, configFile string) error {
 		_, inFile := fromFile[name]
 		return inEnv || inFile
 	}
+	pairs := aliasPairs(fs)
 	var errs []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Changed || f.Name == "config" {
 			return // the command line wins
 		}
-		if pair := aliasPair(fs, f); pair != nil && (pair.Changed || given(pair.Name) && AliasOf(f) != "") {
+		if pair := pairs[f.Name]; pair != nil && (pair.Changed || given(pair.Name) && AliasOf(f) != "") {
 			// One setting under two names: the command line wins whichever name it used, and
 			// the current name wins over the deprecated one in the environment or file.
 			return
 		}
-		env := EnvName(f.Name)
-		_, inEnv := os.LookupEnv(env)
-		_, inFile := fromFile[f.Name]
-		if !inEnv && !inFile {
+		if !given(f.Name) {
 			return
 		}
+		env := EnvName(f.Name)
 		source := "environment variable " + env
-		if !inEnv {
+		if _, inEnv := os.LookupEnv(env); !inEnv {
 			source = fmt.Sprintf("config file %s, key %q", configFile, f.Name)
 		}
 		value, err := flagString(v.Get(f.Name))
@@ -109,19 +108,16 @@ func AliasOf(f *pflag.Flag) string {
 	return ""
 }
 
-// aliasPair is the other name of f's setting: the current flag of an alias, or the alias of a
-// current flag; nil when f has no other name.
-func aliasPair(fs *pflag.FlagSet, f *pflag.Flag) *pflag.Flag {
-	if current := AliasOf(f); current != "" {
-		return fs.Lookup(current)
-	}
-	var alias *pflag.Flag
-	fs.VisitAll(func(o *pflag.Flag) {
-		if AliasOf(o) == f.Name {
-			alias = o
+// aliasPairs maps each flag that has a second name to the flag of that name: an alias to its
+// current flag, and the current flag to its alias.
+func aliasPairs(fs *pflag.FlagSet) map[string]*pflag.Flag {
+	pairs := map[string]*pflag.Flag{}
+	fs.VisitAll(func(alias *pflag.Flag) {
+		if current := fs.Lookup(AliasOf(alias)); current != nil {
+			pairs[alias.Name], pairs[current.Name] = current, alias
 		}
 	})
-	return alias
+	return pairs
 }
 
 // deprecatedInUse lists the deprecated aliases that were set, on the command line or from
