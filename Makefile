@@ -1,40 +1,57 @@
 # Galleon: build, test and demo. `make help` lists the targets.
+#
+# Two tiers of tests: a plain `go test ./...` in the repository root is the fast one (no outside
+# server, nothing installed; the real-server tests skip and say so), and `make test` runs
+# everything: GALLEON_REAL_SERVERS=1 turns the Consul, Eureka and ZooKeeper tests on, and istiod,
+# the Kubernetes API server and the rest are built or installed first.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
 GO ?= go
+# The developer tool: provisioning (the servers the tests run, built from committed go.sums and
+# cached outside the repository) and the steps of make test that are more than one go command.
+DEVTOOL := $(GO) run ./internal/testing/devtool
+# make is the tier with real servers: every test it runs may start Consul, polaris-server,
+# ZooKeeper, istiod or a kube-apiserver (building or installing them first).
+export GALLEON_REAL_SERVERS := 1
+# A go.work above the repository must not change which versions any module builds with.
+export GOWORK := off
 
-.PHONY: help build test unit vet lint e2e istiod kube consul eureka zookeeper proto deps fuzz fuzz-short images images-test
+# Every Go module of the repository, written once: vet, lint, deps and tidy loop over it, and the
+# unit tests run in each but the two that hold the end-to-end tests (e2e) and the image writer
+# (images-test).
+MODULES := . bench docs/example-adapter scripts/tools/buildshare scripts/tools/images test test/legacymcp
+UNIT_MODULES := $(filter-out test test/legacymcp scripts/tools/images,$(MODULES))
+
+.PHONY: help build test unit vet lint e2e istiod kube consul eureka zookeeper proto deps tidy fuzz fuzz-short images images-test fresh-machine demo
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build every binary into bin/
+build: ## build every binary into bin/ (the adapters, galleonctl, and bench/'s galleon-load)
 	$(GO) build -o bin/ ./cmd/...
+	cd bench && $(GO) build -o ../bin/ ./cmd/galleon-load
 
-deps: ## download every module the three Go modules need, retrying requests the module proxy leaves unanswered (scripts/gofetch.sh)
-	scripts/deps.sh
+deps: ## download every module the repository's Go modules need (MODULES), retrying requests the module proxy leaves unanswered
+	$(DEVTOOL) deps $(MODULES)
 
-vet: deps ## go vet (both modules), gofmt check and generated-code check (scripts/proto.sh check)
-	$(GO) vet ./...
-	cd test && $(GO) vet ./...
-	cd test/legacymcp && $(GO) vet ./...
-	cd docs/example-adapter && $(GO) vet ./...
-	cd scripts/tools/buildshare && $(GO) vet ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	scripts/proto.sh check
+vet: deps ## go vet in every module, the gofmt check and the generated-code check
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	$(DEVTOOL) gofmt-check
+	$(DEVTOOL) proto check
+
+tidy: ## go mod tidy in every module (maintainers: asks the module proxy for more than a build does)
+	for m in $(MODULES); do (cd $$m && GOFLAGS=-mod=mod $(GO) mod tidy); done
 
 proto: ## regenerate proto/**/*.pb.go (installs protoc and the pinned plugins itself, cached outside the repo)
-	scripts/proto.sh generate
+	$(DEVTOOL) proto generate
 
-lint: deps ## staticcheck on every module, pinned in scripts/tools/lint (built once from the Go module proxy and cached)
-	scripts/lint.sh
+lint: deps ## staticcheck (pinned in scripts/tools/lint, checks in staticcheck.conf) on every module
+	$(DEVTOOL) lint $(MODULES)
 
 zookeeper: ## make sure ZooKeeper can be started (installs the Debian zookeeper package when missing; ~10 s)
-	scripts/zookeeper.sh classpath >/dev/null
+	$(DEVTOOL) zookeeper classpath >/dev/null
 
-unit: deps consul eureka zookeeper ## unit and protocol tests of the main module, of the example adapter (docs/example-adapter, a module of its own) and of the build-sharing model (scripts/tools/buildshare), race detector on (the Consul, Eureka and ZooKeeper adapters' tests use a real consul, polaris-server and ZooKeeper)
-	$(GO) test -race -count=1 ./...
-	cd docs/example-adapter && $(GO) test -race -count=1 ./...
-	cd scripts/tools/buildshare && $(GO) test -count=1 ./...
+unit: deps consul eureka zookeeper ## unit and protocol tests of every module but the end-to-end ones, race detector on, the Consul, Eureka and ZooKeeper tests against a real consul, polaris-server and ZooKeeper (GALLEON_REAL_SERVERS=1)
+	for m in $(UNIT_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 
 # The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.30-b01690e (the 1.30
 # line as the module proxy serves it) and 1.31-dev start only with a Kubernetes API server, which
@@ -45,42 +62,37 @@ E2E_ISTIOD_RELEASES ?= 1.29.2,1.30-b01690e,1.31-dev
 # core ran them two by two.
 
 istiod: ## build and cache pilot-discovery 1.29.2, 1.30-b01690e and 1.31-dev from the Go module proxy (once; 3, 5 and 10 min cold on two cores)
-	scripts/istiod.sh build >/dev/null
-	scripts/istiod.sh build 1.30-b01690e >/dev/null
-	scripts/istiod.sh build 1.31-dev >/dev/null
+	$(DEVTOOL) build istiod >/dev/null
 
 kube: ## build and cache kube-apiserver, kubectl, etcd and helm from the Go module proxy (one module with istiod 1.31-dev, scripts/tools/kubernetes), and fetch the ServiceMonitor CRD (once)
-	scripts/kube.sh build >/dev/null
-	scripts/kube.sh crds >/dev/null
+	$(DEVTOOL) build kube >/dev/null
 
 consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the repo (once; ~9 min cold on two cores)
-	scripts/consul.sh build >/dev/null
+	$(DEVTOOL) build consul >/dev/null
 
 eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the Eureka adapter's tests, from the Go module proxy, outside the repo (once; ~2.5 min cold)
-	scripts/eureka.sh build >/dev/null
+	$(DEVTOOL) build polaris-server >/dev/null
 
-e2e: deps istiod kube ## end-to-end and conformance tests against real istiods (E2E_ISTIOD_RELEASES, or GALLEON_ISTIOD_RELEASES), the chart on a real kube-apiserver, and the set-up scripts' failure paths
-	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) scripts/test-report.sh test -count=1 -parallel 4 ./...
-	GO=$(GO) scripts/test-report.sh test/legacymcp -count=1 ./...
+e2e: deps istiod kube ## end-to-end and conformance tests against real istiods (E2E_ISTIOD_RELEASES, or GALLEON_ISTIOD_RELEASES), the chart on a real kube-apiserver, and the provisioning tool's failure paths
+	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) $(DEVTOOL) test-report test -count=1 -parallel 4 ./...
+	GO=$(GO) $(DEVTOOL) test-report test/legacymcp -count=1 ./...
 
-fuzz: ## run every fuzz target for FUZZTIME (default 30s) each; a failing input lands in the package's testdata/fuzz: commit it
-	GO=$(GO) scripts/fuzz.sh
+fuzz: ## run every fuzz target of the product module (found in the source) for FUZZTIME (default 30s) each; a failing input lands in the package's testdata/fuzz: commit it
+	GO=$(GO) $(DEVTOOL) fuzz
 
 fuzz-short: deps ## a short pass of every fuzz target (3,000 inputs each), part of make test
-	FUZZTIME=3000x GO=$(GO) scripts/fuzz.sh
+	GO=$(GO) $(DEVTOOL) fuzz -fuzztime 3000x
 
-images: ## one OCI image per adapter without a container engine: an OCI layout and a docker archive each, in $(scripts/cache-dir.sh dir)/images or IMAGES_DIR (scripts/images.sh; deploy/README.md says how to push or load them)
-	scripts/images.sh $(IMAGES_DIR)
+images: ## one OCI image per adapter without a container engine: an OCI layout and a docker archive each, in <cache>/images or IMAGES_DIR (devtool images; deploy/README.md says how to push or load them)
+	$(DEVTOOL) images $(IMAGES_DIR)
 
 images-test: deps ## write the adapters' images and check them: user 65532, entrypoint, no shell, CA bundle, labels, size, same digest twice, the chart's default names, the binary runs from the image's files (part of make test)
-	scripts/images.sh test
+	$(DEVTOOL) images test
 
 test: vet lint unit fuzz-short images-test e2e ## every test: static analysis, unit, protocol, fuzz (short), the images, conformance and end-to-end
 
-.PHONY: fresh-machine
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each
-	scripts/fresh-machine.sh
+	$(DEVTOOL) fresh-machine
 
-.PHONY: demo
 demo: ## galleon-file, then galleon-consul on a Consul agent, then galleon-zookeeper on ZooKeeper (Dubbo providers), then galleon-eureka on two Eureka servers (polaris-server), feed a real istiod: see services, endpoint changes, a new port, a failing health check, removals, a ZooKeeper session expiry, an instance out of service and a Eureka server failover arrive (DEMO_KEEP=1 leaves it running)
-	scripts/demo.sh
+	cd test && $(GO) run ./demo

@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/galleon-mesh/galleon/internal/loadtest"
+	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
@@ -185,7 +185,7 @@ func TestFastDocumentsMatchYAMLv3(t *testing.T) {
 func generatedFiles(tb testing.TB, services, instances, perFile int) map[string][]byte {
 	tb.Helper()
 	dir := tb.TempDir()
-	if err := loadtest.Generate(loadtest.GenerateConfig{Dir: dir, Services: services, Instances: instances, PerFile: perFile}); err != nil {
+	if err := filegen.Generate(filegen.GenerateConfig{Dir: dir, Services: services, Instances: instances, PerFile: perFile}); err != nil {
 		tb.Fatal(err)
 	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))

@@ -33,7 +33,7 @@ func RenamedFlags() map[string]string {
 // AddFlags declares the adapter's flags on fs, each setting a field of c.
 // It leaves the names before issue 28 (RenamedFlags) to the command: this
 // package does not import the daemon, so that a program that only reads a
-// registry directory (test/peer, a partner's tool) does not link Galleon's
+// registry directory (bench/cmd/galleon-peer, a partner's tool) does not link Galleon's
 // server.
 func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Dir, flagDir, "", "directory holding the registry's *.yaml files (required)")

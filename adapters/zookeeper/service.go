@@ -29,7 +29,7 @@ type service struct {
 // labelSets keeps one map per distinct label set. The instances of one service mostly carry the
 // same labels (a Dubbo interface's providers: application, version, dubbo, release), and a map
 // per instance was the adapter's largest cost in a large registry (see docs/benchmarks.md,
-// scripts/bench-zookeeper.sh: the live heap before and after). The maps are never modified
+// galleon-bench zookeeper: the live heap before and after). The maps are never modified
 // once stored, so instances, and the services handed to the Sink, share them: the Sink treats
 // what it is given as read-only (registry.Sink).
 type labelSets struct {

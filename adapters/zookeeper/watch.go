@@ -350,7 +350,7 @@ func (w *watcher) watchFired(p string, t zk.EventType) {
 
 // relistChunk is how many services the periodic relisting reads at a time: about 3 reads
 // each, a fraction of a second of one connection at ZooKeeper's read rate (see
-// docs/benchmarks.md, scripts/bench-zookeeper.sh), which is the longest it can hold back a
+// docs/benchmarks.md, galleon-bench zookeeper), which is the longest it can hold back a
 // change that arrives meanwhile.
 const relistChunk = 256
 

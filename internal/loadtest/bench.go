@@ -31,7 +31,7 @@ const (
 )
 
 // The environment variables that change the benchmark scale (see
-// BenchScaleFromEnv), so that scripts/bench-scale.sh can run the same
+// BenchScaleFromEnv), so that `galleon-bench scale` (bench/) can run the same
 // benchmarks at other sizes.
 const (
 	BenchServicesEnv = "GALLEON_BENCH_SERVICES"

@@ -1,5 +1,5 @@
 // Package loadtest holds the measuring sinks used by Galleon's benchmarks
-// and its load tool (cmd/galleon-load): ADS and legacy MCP clients that
+// and its load tool (bench/cmd/galleon-load): ADS and legacy MCP clients that
 // acknowledge every response and record when each version arrived and how
 // many bytes it took.
 //
@@ -129,12 +129,15 @@ func (s *Sink) waitFor(ctx context.Context, done func() (Arrival, bool)) (Arriva
 // Close closes the sink's connection.
 func (s *Sink) Close() error { return s.conn.Close() }
 
-func dial(addr string) (*grpc.ClientConn, error) {
-	return dialWith(addr, headerCodec{encoding.GetCodecV2(grpcproto.Name)})
+// Dial connects to a source the way the sinks do: istiod's window sizes, no
+// message size limit, and a codec that decodes a response received into
+// RecvXDSHeader's header and nothing more (every other message is proto).
+func Dial(addr string) (*grpc.ClientConn, error) {
+	return DialWith(addr, headerCodec{encoding.GetCodecV2(grpcproto.Name)})
 }
 
-// dialWith is dial with codec in place of the header codec.
-func dialWith(addr string, codec encoding.CodecV2) (*grpc.ClientConn, error) {
+// DialWith is Dial with codec in place of the header codec.
+func DialWith(addr string, codec encoding.CodecV2) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30), grpc.ForceCodecV2(codec)),
@@ -145,7 +148,7 @@ func dialWith(addr string, codec encoding.CodecV2) (*grpc.ClientConn, error) {
 // DialSotW connects a SotW sink asking for typeURL. The stream lives until
 // ctx is done.
 func DialSotW(ctx context.Context, addr, typeURL string) (*Sink, error) {
-	return dialStream(ctx, addr, adsService+"StreamAggregatedResources", xdsHeader, &discovery.DiscoveryRequest{TypeUrl: typeURL},
+	return dialStream(ctx, addr, ADSService+"StreamAggregatedResources", xdsHeader, &discovery.DiscoveryRequest{TypeUrl: typeURL},
 		func(h header) any {
 			return &discovery.DiscoveryRequest{TypeUrl: h.typeURL, VersionInfo: h.version, ResponseNonce: h.nonce}
 		})
@@ -153,7 +156,7 @@ func DialSotW(ctx context.Context, addr, typeURL string) (*Sink, error) {
 
 // DialDelta connects a wildcard Delta sink asking for typeURL.
 func DialDelta(ctx context.Context, addr, typeURL string) (*Sink, error) {
-	return dialStream(ctx, addr, adsService+"DeltaAggregatedResources", xdsHeader, &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL},
+	return dialStream(ctx, addr, ADSService+"DeltaAggregatedResources", xdsHeader, &discovery.DeltaDiscoveryRequest{TypeUrl: typeURL},
 		func(h header) any {
 			return &discovery.DeltaDiscoveryRequest{TypeUrl: h.typeURL, ResponseNonce: h.nonce}
 		})
@@ -169,33 +172,14 @@ func DialMCP(ctx context.Context, addr, collection string, incremental bool) (*S
 		})
 }
 
-const adsService = "/envoy.service.discovery.v3.AggregatedDiscoveryService/"
-
-// DialStuck connects a SotW sink that subscribes to typeURL and then never
-// reads nor acknowledges anything: a sink that hangs. Close it to let go.
-func DialStuck(ctx context.Context, addr, typeURL string) (io.Closer, error) {
-	conn, err := dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	method := adsService + "StreamAggregatedResources"
-	desc := &grpc.StreamDesc{StreamName: path.Base(method), ServerStreams: true, ClientStreams: true}
-	st, err := conn.NewStream(ctx, desc, method)
-	if err == nil {
-		err = st.SendMsg(&discovery.DiscoveryRequest{TypeUrl: typeURL})
-	}
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("stuck sink to %s: %w", addr, err)
-	}
-	return conn, nil
-}
+// ADSService is the path prefix of the ADS methods.
+const ADSService = "/envoy.service.discovery.v3.AggregatedDiscoveryService/"
 
 // dialStream opens one stream on method (a full method path), sends
 // subscribe, and then records and acknowledges (with ack's request) every
 // response, decoded as a header of kind, until the stream ends.
 func dialStream(ctx context.Context, addr, method string, kind headerKind, subscribe any, ack func(header) any) (*Sink, error) {
-	conn, err := dial(addr)
+	conn, err := Dial(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +208,15 @@ func dialStream(ctx context.Context, addr, method string, kind headerKind, subsc
 		}
 	}()
 	return s, nil
+}
+
+// RecvXDSHeader receives one DiscoveryResponse or DeltaDiscoveryResponse on
+// st, a stream of a connection from Dial, decoding its header only (the
+// resources are skipped), and returns its nonce.
+func RecvXDSHeader(st grpc.ClientStream) (nonce string, err error) {
+	h := header{kind: xdsHeader}
+	err = st.RecvMsg(&h)
+	return h.nonce, err
 }
 
 // headerKind says which message a header is decoded from.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 	"github.com/galleon-mesh/galleon/test/kube"
@@ -121,7 +122,10 @@ func TestChartOnAPIServer(tt *testing.T) {
 	defer cancel()
 
 	apply(t, ctx, client, "namespaces", []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: istio-system\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: galleon\n"))
-	crdPath := strings.TrimSpace(string(render(t, nil, "bash", filepath.Join(root, "scripts/kube.sh"), "crds")))
+	crdPath, err := toolcache.ServiceMonitorCRD(ctx)
+	if err != nil {
+		t.Fatalf("the ServiceMonitor CRD: %v", err)
+	}
 	crd, err := os.ReadFile(crdPath)
 	if err != nil {
 		t.Fatalf("the ServiceMonitor CRD: %v", err)

@@ -13,8 +13,8 @@
 //     would, gives a valid pod with galleon-file as a native sidecar;
 //   - the containers' command lines start the real galleon-file and get it ready (skipped with
 //     -short);
-//   - the Helm chart and the kustomization, rendered by the helm and kubectl scripts/kube.sh
-//     builds, give objects that pass the same checks;
+//   - the Helm chart and the kustomization, rendered by the helm and kubectl `devtool build
+//     kube` builds (toolcache.KubeTool), give objects that pass the same checks;
 //   - TestChartOnAPIServer (cluster_test.go) applies every layout to a real kube-apiserver.
 package deploy
 
@@ -1333,7 +1333,7 @@ func runContainer(t *testing.T, bin string, pod adapterPod, objs []object) {
 }
 
 // TestHelmChart renders deploy/helm/galleon with the sample values and checks the objects like
-// the plain manifests, with the Helm scripts/kube.sh builds (TestChartOnAPIServer applies them).
+// the plain manifests, with the Helm `devtool build kube` builds (TestChartOnAPIServer applies them).
 func TestHelmChart(t *testing.T) {
 	helm := kube.Helm(t)
 	root := repoRoot(t)
@@ -1393,7 +1393,7 @@ func TestHelmChart(t *testing.T) {
 }
 
 // TestKustomizeBuild renders deploy/kubernetes/standalone with kubectl's kustomize (the kubectl
-// scripts/kube.sh builds) and checks every object lands in istio-system.
+// `devtool build kube` builds) and checks every object lands in istio-system.
 func TestKustomizeBuild(t *testing.T) {
 	kubectl := kube.Kubectl(t)
 	out := render(t, nil, kubectl, "kustomize", filepath.Join(repoRoot(t), "deploy/kubernetes/standalone"))

@@ -1,7 +1,9 @@
 // Package e2e runs Galleon's binaries against a real istiod (see test/istiod) and real registries.
 //
-// Prerequisite: scripts/istiod.sh build (once; the binary is cached outside the repository).
-// Run: cd test && go test ./e2e/
+// Prerequisite: `go run ./internal/testing/devtool build pilot-discovery` in the repository root
+// (once; the binary is cached outside the repository; `make istiod` builds every release).
+// Run: cd test && GALLEON_REAL_SERVERS=1 go test ./e2e/ (without GALLEON_REAL_SERVERS=1 the tests
+// that run Consul, polaris-server or ZooKeeper skip and say so; make e2e sets it).
 package e2e
 
 import (

@@ -4,36 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 )
 
-// get fetches path from the binary's HTTP port (--http) and returns the body of a 200 answer.
+// get fetches path from the binary's HTTP port (--http) and returns the body of a 2xx answer.
 func (g *galleon) get(ctx context.Context, path string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.HTTPAddr+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s: %.500s", path, resp.Status, body)
-	}
-	return body, nil
+	return serverproc.Get(ctx, nil, "http://"+g.HTTPAddr+path, 10*time.Second)
 }
 
 // scrapeMetrics reads /metrics of a Galleon binary: the families and the text as served.

@@ -3,7 +3,7 @@
 // ForEachRelease; GALLEON_ISTIOD_RELEASES chooses the releases (docs/istiod-releases.md).
 //
 // istiod runs without Kubernetes: `--registries=` and a mesh config whose configSources point at
-// the MCP-over-xDS servers under test. The binary is built once by `scripts/istiod.sh build` and
+// the MCP-over-xDS servers under test. The binary is built once by `make istiod` and
 // cached outside the repository; a missing binary fails the test (it never skips silently).
 //
 //	src := startGalleon(t)                                   // must be listening first:
@@ -18,7 +18,9 @@ package istiod
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,14 +31,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )
 
 const (
-	// Version is the default Istio release the harness runs; scripts/istiod.sh builds it by default.
-	Version = "1.29.2"
-	// EnvBinary overrides the pilot-discovery binary (default: the scripts/istiod.sh cache path).
+	// Version is the default Istio release the harness runs (toolcache.DefaultIstiodRelease).
+	Version = toolcache.DefaultIstiodRelease
+	// EnvBinary overrides the pilot-discovery binary (default: the tool cache's).
 	EnvBinary = "GALLEON_PILOT_DISCOVERY"
 
 	defaultStartTimeout = 60 * time.Second
@@ -60,7 +63,7 @@ type Options struct {
 	// Args adds command-line flags (e.g. "--log_output_level=default:info,adsc:debug").
 	Args []string
 	// Release is the istiod to run (ForEachRelease hands one out); zero means Version, from
-	// $GALLEON_PILOT_DISCOVERY or the scripts/istiod.sh cache.
+	// $GALLEON_PILOT_DISCOVERY or the tool cache's.
 	Release Release
 	// StartTimeout bounds the start-up wait (default 60s).
 	StartTimeout time.Duration
@@ -74,6 +77,14 @@ type Options struct {
 	// until istiod has synced every config source (its gRPC port only opens after that). Use it to
 	// test sources that never complete the initial sync.
 	NoWaitSynced bool
+	// Dir is istiod's working directory, with its mesh config and log. Start uses t.TempDir()
+	// when empty; StartServer a new temporary directory.
+	Dir string
+	// Logf, if set, is told where istiod runs and of a kill after SIGTERM (Start: the test log).
+	Logf func(format string, args ...any)
+	// Detach detaches istiod's process from the program (serverproc.Detach; a test's process
+	// when zero).
+	Detach serverproc.Detach
 }
 
 // Istiod is a running pilot-discovery process. The embedded proc.Process gives Stop, Exited,
@@ -97,24 +108,58 @@ type Istiod struct {
 
 // Start runs istiod and waits until it serves (by default: until it has synced its config
 // sources). It is stopped in t.Cleanup, and the tail of its log is written to the test log if the
-// test failed.
+// test failed. It is StartServer for a test, which also starts a Kubernetes API server for a
+// release that needs one (KubeconfigFor).
 func Start(t testing.TB, opts Options) *Istiod {
 	t.Helper()
-	rel, dir, meshPath, networksPath := prepare(t, &opts)
-	// Free ports are found by binding :0 and closing, which can race with other processes:
-	// retry when istiod reports the address in use.
+	opts = forTest(t, opts)
+	ist, err := StartServer(t.Context(), opts)
+	if err != nil {
+		t.Fatalf("istiod did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		ist.Stop()
+		if t.Failed() {
+			t.Logf("%s (pid %d) %s", ist.Name, ist.Pid(), ist.Tail(ist.TailLines))
+		}
+	})
+	return ist
+}
+
+// StartServer is Start for a program that is not a test: it runs istiod in Options.Dir (a new
+// temporary directory when empty) and waits until it serves, or returns why not, with the tail of
+// its log. Free ports are found by binding :0 and closing, which can race with other processes:
+// it retries when istiod reports the address in use. A release that needs Kubernetes
+// (Release.NeedsKubernetes) needs Options.Kubeconfig. Stop (or Close) stops it.
+func StartServer(ctx context.Context, opts Options) (*Istiod, error) {
+	rel, err := opts.release()
+	if err != nil {
+		return nil, err
+	}
+	if err := opts.check(rel); err != nil {
+		return nil, err
+	}
+	meshPath, networksPath, err := writeMeshFiles(&opts)
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		ist, err := start(t, rel, dir, meshPath, networksPath, opts, attempt)
+		ist, err := start(ctx, rel, meshPath, networksPath, opts, attempt)
 		if err == nil {
-			return ist
+			return ist, nil
 		}
 		lastErr = err
-		if !strings.Contains(err.Error(), "address already in use") {
+		if ctx.Err() != nil || !strings.Contains(err.Error(), "address already in use") {
 			break
 		}
 	}
-	t.Fatalf("istiod did not start: %v", lastErr)
+	return nil, lastErr
+}
+
+// Close stops istiod (Stop), for a program that is not a test.
+func (i *Istiod) Close() error {
+	i.Stop()
 	return nil
 }
 
@@ -123,52 +168,84 @@ func Start(t testing.TB, opts Options) *Istiod {
 // why, with the tail of istiod's log; the test fails if istiod serves instead.
 func StartRefused(t testing.TB, opts Options) string {
 	t.Helper()
-	rel, dir, meshPath, networksPath := prepare(t, &opts)
-	for attempt := 1; attempt <= startAttempts; attempt++ {
-		ist, err := start(t, rel, dir, meshPath, networksPath, opts, attempt)
-		if err == nil {
-			t.Fatalf("istiod started and synced its config sources; want it refused (mesh config %s)", ist.MeshConfigPath)
-			return ""
-		}
-		if !strings.Contains(err.Error(), "address already in use") {
-			return err.Error()
-		}
+	opts = forTest(t, opts)
+	ist, err := StartServer(t.Context(), opts)
+	if err == nil {
+		ist.Stop()
+		t.Fatalf("istiod started and synced its config sources; want it refused (mesh config %s)", ist.MeshConfigPath)
+		return ""
 	}
-	t.Fatalf("istiod did not start %d times: address already in use", startAttempts)
-	return ""
+	if strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("istiod did not start %d times: address already in use", startAttempts)
+	}
+	return err.Error()
 }
 
-// prepare resolves the release and writes the mesh and networks files into a new directory.
-func prepare(t testing.TB, opts *Options) (rel Release, dir, meshPath, networksPath string) {
+// forTest fills in what a test's istiod takes from the test: the release (failing the test when
+// it cannot be resolved), a Kubernetes API server for a release that needs one, the directory and
+// the log.
+func forTest(t testing.TB, opts Options) Options {
 	t.Helper()
-	rel = opts.Release
-	if rel.Binary == "" {
-		rels, err := resolveReleases(Version, os.Getenv(EnvBinary), toolcache.Bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rel = rels[0]
+	rel, err := opts.release()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if len(opts.ConfigSources) == 0 {
-		t.Fatalf("istiod.Start: Options.ConfigSources is empty (without a source istiod falls back to Kubernetes)")
-	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = defaultStartTimeout
-	}
-	if opts.Kubeconfig == "" {
+	opts.Release = rel
+	if opts.Kubeconfig == "" && len(opts.ConfigSources) > 0 { // none: StartServer says so
 		opts.Kubeconfig = KubeconfigFor(t, rel)
 	}
-	dir = t.TempDir()
-	meshPath = filepath.Join(dir, "mesh.yaml")
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	return opts
+}
+
+// release is Options.Release, or Version from $GALLEON_PILOT_DISCOVERY or the cache.
+func (o Options) release() (Release, error) {
+	if o.Release.Binary != "" {
+		return o.Release, nil
+	}
+	rels, err := resolveReleases(Version, os.Getenv(EnvBinary), toolcache.Bin)
+	if err != nil {
+		return Release{}, err
+	}
+	return rels[0], nil
+}
+
+// check refuses options istiod rel cannot start with.
+func (o Options) check(rel Release) error {
+	if len(o.ConfigSources) == 0 {
+		return errors.New("istiod.Start: Options.ConfigSources is empty (without a source istiod falls back to Kubernetes)")
+	}
+	if o.Kubeconfig == "" && rel.NeedsKubernetes() {
+		return fmt.Errorf("istiod %s cannot start without Kubernetes: set Options.Kubeconfig (see KubeconfigFor)", rel.Name)
+	}
+	return nil
+}
+
+// writeMeshFiles writes the mesh and networks files into opts.Dir, made first (a new temporary
+// directory when empty).
+func writeMeshFiles(opts *Options) (meshPath, networksPath string, err error) {
+	if opts.Dir == "" {
+		if opts.Dir, err = os.MkdirTemp("", "istiod-"); err != nil {
+			return "", "", fmt.Errorf("istiod: %w", err)
+		}
+	} else if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return "", "", fmt.Errorf("istiod: %w", err)
+	}
+	meshPath = filepath.Join(opts.Dir, "mesh.yaml")
 	if err := os.WriteFile(meshPath, []byte(meshConfigYAML(*opts)), 0o644); err != nil {
-		t.Fatalf("istiod: %v", err)
+		return "", "", fmt.Errorf("istiod: %w", err)
 	}
 	// An empty file is a valid (empty) MeshNetworks.
-	networksPath = filepath.Join(dir, "networks.yaml")
+	networksPath = filepath.Join(opts.Dir, "networks.yaml")
 	if err := os.WriteFile(networksPath, nil, 0o644); err != nil {
-		t.Fatalf("istiod: %v", err)
+		return "", "", fmt.Errorf("istiod: %w", err)
 	}
-	return rel, dir, meshPath, networksPath
+	return meshPath, networksPath, nil
 }
 
 // SourceTLS is a config source's tlsSettings (networking.v1alpha3.ClientTLSSettings, mode
@@ -217,8 +294,7 @@ func meshConfigYAML(opts Options) string {
 	return b.String()
 }
 
-func start(t testing.TB, rel Release, dir, meshPath, networksPath string, opts Options, attempt int) (*Istiod, error) {
-	t.Helper()
+func start(ctx context.Context, rel Release, meshPath, networksPath string, opts Options, attempt int) (*Istiod, error) {
 	addrs, err := proc.FreeAddrs(3)
 	if err != nil {
 		return nil, err
@@ -258,24 +334,26 @@ func start(t testing.TB, rel Release, dir, meshPath, networksPath string, opts O
 	if attempt > 1 {
 		name = fmt.Sprintf("istiod.%d", attempt)
 	}
-	p, err := proc.Start(t, proc.Config{
+	p, err := proc.Launch(proc.Config{
 		Name: name,
 		Path: rel.Binary,
 		Args: args,
 		// istiod writes nothing relative to its working directory today; keep any such writes
 		// out of the repository anyway.
-		Dir: dir,
+		Dir: opts.Dir,
 		// Without these istiod would try a real cluster. Nothing else is needed to run without
 		// Kubernetes: it uses an in-memory self-signed CA ("Use local self-signed CA certificate
 		// for testing" warning) and POD_NAMESPACE defaults to istio-system.
-		Env: proc.Env(nil, []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}, nil, opts.Env...),
+		Env:    proc.Env(nil, []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}, nil, opts.Env...),
+		Logf:   opts.Logf,
+		Detach: opts.Detach,
 	})
 	if err != nil {
 		return nil, err
 	}
 	ist.Process = p
 
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(opts.StartTimeout, defaultStartTimeout))
 	defer cancel()
 	err = ist.WaitFor(ctx, func() (bool, error) {
 		if err := ist.get(ctx, "/debug/configz", io.Discard); err != nil {
@@ -296,8 +374,10 @@ func start(t testing.TB, rel Release, dir, meshPath, networksPath string, opts O
 		p.Stop()
 		return nil, fmt.Errorf("%w\n%s", err, p.Tail(40))
 	}
-	t.Logf("istiod %s running: pid %d, monitoring http://%s, xDS %s, log %s",
-		rel.Name, p.Pid(), ist.MonitoringAddr, ist.GRPCAddr, p.LogPath)
+	if opts.Logf != nil {
+		opts.Logf("istiod %s running: pid %d, monitoring http://%s, xDS %s, log %s",
+			rel.Name, p.Pid(), ist.MonitoringAddr, ist.GRPCAddr, p.LogPath)
+	}
 	return ist, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 	"github.com/galleon-mesh/galleon/test/kube"
 )
 
@@ -70,18 +71,16 @@ func CRDFile(rel Release) (string, error) {
 	}
 	path := filepath.Join(strings.TrimSpace(string(out)), "istio.io", "istio@"+version, "manifests", "charts", "base", "files", "crd-all.gen.yaml")
 	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("the CRDs of istiod %s: %w: build that istiod first (scripts/istiod.sh build %s), which downloads its module", rel.Name, err, rel.Name)
+		return "", fmt.Errorf("the CRDs of istiod %s: %w: build that istiod first (go run ./internal/testing/devtool build pilot-discovery %s), which downloads its module", rel.Name, err, rel.Name)
 	}
 	return path, nil
 }
 
-// moduleVersionOf is the istio.io/istio version this repository pins for a release name, or ""
-// (the inverse of knownModuleVersions).
+// moduleVersionOf is the istio.io/istio version this repository pins for a release name, or "".
 func moduleVersionOf(release string) string {
-	for v, name := range knownModuleVersions {
-		if name == release {
-			return v
-		}
+	rel, err := toolcache.LookupIstiodRelease(release)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return rel.ModuleVersion
 }

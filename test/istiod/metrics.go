@@ -22,12 +22,24 @@ func (i *Istiod) Metrics(ctx context.Context) (map[string]*dto.MetricFamily, err
 	if err != nil {
 		return nil, err
 	}
+	return ParseMetrics(body)
+}
+
+// ParseMetrics parses a Prometheus text exposition (istiod's /metrics, or a Galleon binary's:
+// the demo reads both the same way).
+func ParseMetrics(body []byte) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("parsing /metrics: %w", err)
 	}
 	return fams, nil
+}
+
+// MetricValue is Metric on families already read (ParseMetrics): the sum of the series of name
+// whose labels include labels, or an error wrapping ErrMetricNotFound.
+func MetricValue(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, error) {
+	return metricValue(fams, name, labels)
 }
 
 // Metric returns the sum of every series of metric name whose labels include all of labels

@@ -13,7 +13,7 @@ import (
 )
 
 // EnvReleases lists the istiod releases the e2e tests run against, comma-separated. Each entry is a
-// release name ("1.29.2"), whose binary is the scripts/istiod.sh cache path
+// release name ("1.29.2"), whose binary is the tool cache's
 // (<cache>/bin/pilot-discovery-<release>), or "name=/path/to/pilot-discovery". Default: Version.
 const EnvReleases = "GALLEON_ISTIOD_RELEASES"
 
@@ -72,15 +72,6 @@ func (r Release) minor() int {
 	return minor
 }
 
-// knownModuleVersions maps the istio.io/istio module versions this repository pins to the release
-// they are (istio.io/istio has no semver tags, so its pseudo-versions do not say). Keep in step with
-// RELEASES in scripts/istiod.sh.
-var knownModuleVersions = map[string]string{
-	"v0.0.0-20260409200358-0c774325b938": "1.29.2",
-	"v0.0.0-20260423205519-b01690e6db7d": "1.30-b01690e",
-	"v0.0.0-20260827124520-eed52ebb66ad": "1.31-dev",
-}
-
 // CompiledRelease names the Istio release whose code (pkg/adsc, the client istiod uses for xds://
 // config sources) the tests of this module compile: the istio.io/istio version the module's go.mod
 // pins, mapped to its release name. Test binaries carry no module versions in their build
@@ -116,8 +107,12 @@ func pinnedVersion(gomod, module string) string {
 }
 
 func releaseOf(moduleVersion string) string {
-	if r, ok := knownModuleVersions[moduleVersion]; ok {
-		return r
+	// istio.io/istio has no semver tags, so its pseudo-versions do not say which release they
+	// are: the releases this repository pins do.
+	for _, rel := range toolcache.IstiodReleases() {
+		if rel.ModuleVersion == moduleVersion {
+			return rel.Name
+		}
 	}
 	if moduleVersion == "" {
 		return "unknown"
@@ -131,6 +126,9 @@ func releaseOf(moduleVersion string) string {
 func Releases() ([]Release, error) {
 	return resolveReleases(os.Getenv(EnvReleases), os.Getenv(EnvBinary), toolcache.Bin)
 }
+
+// cacheHow says a binary came from the tool cache, where the devtool builds istiod.
+const cacheHow = "the tool cache"
 
 func resolveReleases(list, override string, cached func(name, version string) string) ([]Release, error) {
 	if strings.TrimSpace(list) == "" {
@@ -160,12 +158,12 @@ func resolveReleases(list, override string, cached func(name, version string) st
 			path, how = override, "given in "+EnvBinary
 		default:
 			path = cached("pilot-discovery", name)
-			how = "the scripts/istiod.sh cache"
+			how = cacheHow
 		}
 		if err := checkBinary(path); err != nil {
-			fix := fmt.Sprintf("run scripts/istiod.sh build %s (make istiod), or set %s", name, EnvBinary)
-			if how != "the scripts/istiod.sh cache" {
-				fix = "point it at a pilot-discovery " + name + " binary, or unset it to use the scripts/istiod.sh cache"
+			fix := fmt.Sprintf("run `go run ./internal/testing/devtool build pilot-discovery %s` (make istiod), or set %s", name, EnvBinary)
+			if how != cacheHow {
+				fix = "point it at a pilot-discovery " + name + " binary, or unset it to use the tool cache's"
 			}
 			return nil, fmt.Errorf("istiod %s: %s (%s) %v: %s", name, path, how, err, fix)
 		}

@@ -66,7 +66,7 @@ func TestResolveReleases(t *testing.T) {
 			wantErr: []string{"is not executable", "unset it"}},
 		{name: "override is a directory", override: dir, wantErr: []string{"is a directory"}},
 		{name: "release not built", list: "1.30.0",
-			wantErr: []string{"istiod 1.30.0", "pilot-discovery-1.30.0", "does not exist", "run scripts/istiod.sh build 1.30.0"}},
+			wantErr: []string{"istiod 1.30.0", "pilot-discovery-1.30.0", "does not exist", "run `go run ./internal/testing/devtool build pilot-discovery 1.30.0`"}},
 		{name: "bad release name", list: "/usr/bin/pilot-discovery", wantErr: []string{"is not a release name"}},
 		{name: "release twice", list: Version + "," + Version, wantErr: []string{"twice"}},
 		{name: "only commas", list: ",,", wantErr: []string{"names no release"}},
@@ -108,7 +108,7 @@ func TestResolveReleases(t *testing.T) {
 // name, not a pseudo-version, for the module this repository pins.
 func TestCompiledRelease(t *testing.T) {
 	if got := CompiledRelease(); got != Version {
-		t.Errorf("CompiledRelease() = %q, want %q (update knownModuleVersions with test/go.mod)", got, Version)
+		t.Errorf("CompiledRelease() = %q, want %q (update toolcache.IstiodReleases with test/go.mod)", got, Version)
 	}
 	gomod := "module x\n\nrequire (\n\tistio.io/api v1.29.2\n\tistio.io/istio v0.0.0-20260409200358-0c774325b938 // indirect\n)\nrequire istio.io/other v1.0.0\n"
 	if got := releaseOf(pinnedVersion(gomod, "istio.io/istio")); got != "1.29.2" {

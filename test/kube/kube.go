@@ -1,5 +1,5 @@
 // Package kube runs a real Kubernetes API server for Galleon's deploy tests: etcd and
-// kube-apiserver, built from the Go module proxy by scripts/kube.sh and cached outside the
+// kube-apiserver, built from the Go module proxy by `make kube` (toolcache.KubeTool) and cached outside the
 // repository, started on loopback with a CA made for the run. There is no kubelet, scheduler or
 // controller manager: objects are stored, validated, admitted and served, and no Pod ever runs.
 //
@@ -35,11 +35,11 @@ import (
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )
 
-// Versions built by scripts/kube.sh (TestVersionsMatchScript keeps them in step).
+// Versions of the tools the tests run: the ones toolcache.KubeTool builds.
 const (
-	APIServerVersion = "1.36.3"
-	EtcdVersion      = "3.6.16"
-	HelmVersion      = "3.21.4"
+	APIServerVersion = toolcache.KubeVersion
+	EtcdVersion      = toolcache.EtcdVersion
+	HelmVersion      = toolcache.HelmVersion
 )
 
 // Cluster is a running etcd and kube-apiserver.
@@ -63,21 +63,27 @@ type Cluster struct {
 // when it is missing.
 func Helm(t testing.TB) string {
 	t.Helper()
-	return binary(t, "GALLEON_HELM_BIN", "helm", HelmVersion)
+	return binary(t, "helm")
 }
 
 // Kubectl returns the cached kubectl binary's path (for its built-in kustomize), failing the test
 // with the command that builds it when it is missing.
 func Kubectl(t testing.TB) string {
 	t.Helper()
-	return binary(t, "GALLEON_KUBECTL_BIN", "kubectl", APIServerVersion)
+	return binary(t, "kubectl")
 }
 
-func binary(t testing.TB, envVar, name, version string) string {
+// binary is the cached binary of the Kubernetes-side tool name (or its $GALLEON_*_BIN); it builds
+// nothing: make kube does, before the tests.
+func binary(t testing.TB, name string) string {
 	t.Helper()
-	path, ok := toolcache.Find(envVar, name, version)
+	r, err := toolcache.KubeTool(name)
+	if err != nil {
+		t.Fatalf("kube: %v", err)
+	}
+	path, ok := toolcache.Find(r.EnvVar, r.Name, r.Version)
 	if !ok {
-		t.Fatalf("%s %s: %s is missing: run scripts/kube.sh build %s (make kube), or set %s", name, version, path, name, envVar)
+		t.Fatalf("%s %s: %s is missing: run `go run ./internal/testing/devtool build %s` (make kube), or set %s", name, r.Version, path, name, r.EnvVar)
 	}
 	return path
 }
@@ -86,8 +92,8 @@ func binary(t testing.TB, envVar, name, version string) string {
 // ready (/readyz). Both are stopped in t.Cleanup.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
-	etcdBin := binary(t, "GALLEON_ETCD_BIN", "etcd", EtcdVersion)
-	apiBin := binary(t, "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver", APIServerVersion)
+	etcdBin := binary(t, "etcd")
+	apiBin := binary(t, "kube-apiserver")
 	dir := t.TempDir()
 	p, err := newPKI(dir)
 	if err != nil {

@@ -3,41 +3,12 @@ package kube
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
-
-// TestVersionsMatchScript keeps the versions the tests look for in step with what
-// scripts/kube.sh builds.
-func TestVersionsMatchScript(t *testing.T) {
-	root, err := toolcache.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("bash", filepath.Join(root, "scripts", "kube.sh"), "versions").Output()
-	if err != nil {
-		t.Fatalf("scripts/kube.sh versions: %v", err)
-	}
-	want := map[string]string{"kube-apiserver": APIServerVersion, "kubectl": APIServerVersion, "etcd": EtcdVersion, "helm": HelmVersion}
-	got := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if f := strings.Fields(line); len(f) == 2 {
-			got[f[0]] = f[1]
-		}
-	}
-	for tool, v := range want {
-		if got[tool] != v {
-			t.Errorf("scripts/kube.sh builds %s %q, the tests look for %q", tool, got[tool], v)
-		}
-	}
-}
 
 // TestApplyAndRead starts etcd and kube-apiserver, applies objects with server-side apply and
 // reads them back; an object the API server's validation refuses is reported by name.

@@ -1,11 +1,13 @@
-// Package setup tests the scripts that install Galleon's third-party servers (scripts/istiod.sh,
-// scripts/consul.sh, scripts/eureka.sh, scripts/proto.sh, scripts/kube.sh) where they fail: every failure must be one line that says
-// what went wrong, what was tried and what to do. They run the real scripts with an empty module
-// cache and tool cache against a module proxy that is off, unreachable or refusing.
+// Package setup tests the developer tool's provisioning (internal/testing/devtool: `build`,
+// `path`, `deps`, `cache-dir`, on internal/testing/toolcache) where it fails: every failure must
+// be one line that says what went wrong, what was tried and what to do. The tests run the real
+// tool, built once, with an empty module cache, build cache and tool cache against a module proxy
+// that is off, unreachable, refusing or silent.
 package setup
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,11 +17,45 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
+
+// devtool is the developer tool's binary, built by TestMain before any test runs and only read
+// after.
+var devtool string
+
+func TestMain(m *testing.M) {
+	os.Exit(buildAndRun(m))
+}
+
+func buildAndRun(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "galleon-setup.")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setup: a temporary directory:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	devtool = filepath.Join(dir, "devtool")
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", devtool, "./internal/testing/devtool")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		var out []byte
+		if out, err = cmd.CombinedOutput(); err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "setup: cannot build the developer tool (go build ./internal/testing/devtool):", err)
+		return 1
+	}
+	return m.Run()
+}
 
 // repo is the repository root (test/setup -> ../..).
 func repo(t *testing.T) string {
@@ -28,18 +64,15 @@ func repo(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "scripts", "istiod.sh")); err != nil {
+	if _, err := os.Stat(filepath.Join(root, "internal", "testing", "devtool")); err != nil {
 		t.Fatalf("not the repository root: %v", err)
 	}
 	return root
 }
 
-// run runs a script with a clean environment: empty module, build and tool caches, none of
-// Galleon's overrides, plus extra. It returns stderr and the exit code.
-func run(t *testing.T, script string, args []string, extra ...string) (stderr string, code int) {
-	t.Helper()
-	tmp := t.TempDir()
-	cmd := exec.Command(filepath.Join(repo(t), "scripts", script), args...)
+// cleanEnv is this process's environment without Galleon's overrides and go's caches and proxy,
+// with empty module, build and tool caches under tmp instead, plus extra.
+func cleanEnv(tmp string, extra ...string) []string {
 	env := []string{
 		"GOMODCACHE=" + filepath.Join(tmp, "mod"),
 		"GOCACHE=" + filepath.Join(tmp, "build"),
@@ -56,23 +89,37 @@ func run(t *testing.T, script string, args []string, extra ...string) (stderr st
 		}
 		env = append(env, kv)
 	}
-	cmd.Env = append(env, extra...)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	cmd.Stdout = &bytes.Buffer{}
-	done := make(chan error, 1)
+	return append(env, extra...)
+}
+
+// run runs the devtool with args in the repository with a clean environment (cleanEnv) plus
+// extra. It returns stdout, stderr and the exit code.
+func run(t *testing.T, args []string, extra ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(devtool, args...)
+	cmd.Dir = repo(t)
+	cmd.Env = cleanEnv(t.TempDir(), extra...)
+	var outb, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outb, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(3 * time.Minute):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("%s %v did not finish within 3 minutes; stderr:\n%s", script, args, errb.String())
+		// An interrupt first: the devtool stops the go it runs, which a kill would leave behind.
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		t.Fatalf("devtool %v did not finish within 3 minutes; stderr:\n%s", args, errb.String())
 	}
-	return errb.String(), cmd.ProcessState.ExitCode()
+	return outb.String(), errb.String(), cmd.ProcessState.ExitCode()
 }
 
 // errorLine returns the one line of stderr that starts with prefix, failing unless there is
@@ -99,6 +146,13 @@ func wantAll(t *testing.T, line string, parts ...string) {
 		if !strings.Contains(line, p) {
 			t.Errorf("error line does not say %q:\n%s", p, line)
 		}
+	}
+}
+
+func wantCode(t *testing.T, what string, code, want int) {
+	t.Helper()
+	if code != want {
+		t.Errorf("%s: exit %d, want %d", what, code, want)
 	}
 }
 
@@ -130,134 +184,6 @@ func refusingProxy(t *testing.T) (url string, infos, total *atomic.Int64) {
 	return srv.URL, infos, total
 }
 
-func TestIstiodBadBinaryOverride(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "pilot-discovery")
-	stderr, code := run(t, "istiod.sh", []string{"build"}, "GALLEON_PILOT_DISCOVERY="+missing)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "GALLEON_PILOT_DISCOVERY="+missing, "does not exist", "point it at a pilot-discovery binary", "unset it")
-
-	stderr, code = run(t, "istiod.sh", []string{"build"}, "GALLEON_PILOT_DISCOVERY="+t.TempDir())
-	if code != 1 {
-		t.Errorf("directory: exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "is not an executable file")
-}
-
-func TestIstiodGoodBinaryOverrideSkipsTheBuild(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "pilot-discovery")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// GOPROXY=off: a build would fail, so success proves nothing was built or fetched.
-	tmp := t.TempDir()
-	cmd := exec.Command(filepath.Join(repo(t), "scripts", "istiod.sh"), "build")
-	cmd.Env = append(os.Environ(), "GALLEON_PILOT_DISCOVERY="+bin, "GOPROXY=off", "GALLEON_CACHE="+tmp)
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("istiod.sh build with a good override: %v", err)
-	}
-	if got := strings.TrimSpace(string(out)); got != bin {
-		t.Errorf("printed %q, want the override %q", got, bin)
-	}
-}
-
-func TestIstiodProxyOff(t *testing.T) {
-	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY=off")
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "GOPROXY=off", "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
-}
-
-func TestIstiodProxyUnreachable(t *testing.T) {
-	addr := closedAddr(t)
-	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY=http://"+addr)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "could not be reached", addr, "connection refused", "retry later", "GALLEON_PILOT_DISCOVERY")
-}
-
-func TestIstiodProxyRefuses(t *testing.T) {
-	url, infos, total := refusingProxy(t)
-	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY="+url)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	line := errorLine(t, stderr, "istiod.sh: ")
-	wantAll(t, line, "refused", "@v", "403", url, "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
-	if total.Load() == 0 {
-		t.Fatal("the proxy was never asked: the test proves nothing")
-	}
-	// The plain build asks for no .info; only the fallback spellings may, and only when
-	// istio.io/istio itself was refused.
-	if !strings.Contains(line, "istio.io/istio@") && infos.Load() != 0 {
-		t.Errorf("%d .info/list/latest requests although istio.io/istio was never refused", infos.Load())
-	}
-}
-
-func TestConsulBadBinaryOverride(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "consul")
-	stderr, code := run(t, "consul.sh", []string{"build"}, "GALLEON_CONSUL_BIN="+missing)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "consul.sh: "), "GALLEON_CONSUL_BIN="+missing, "does not exist", "point it at a consul binary")
-}
-
-func TestConsulProxyRefuses(t *testing.T) {
-	url, infos, total := refusingProxy(t)
-	stderr, code := run(t, "consul.sh", []string{"build"}, "GOPROXY="+url)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "consul.sh: "), "refused", "403", "tried: go build github.com/hashicorp/consul@v1.22.6", "GALLEON_CONSUL_BIN")
-	if total.Load() == 0 {
-		t.Fatal("the proxy was never asked: the test proves nothing")
-	}
-	if n := infos.Load(); n != 0 {
-		t.Errorf("consul.sh build asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
-	}
-}
-
-func TestConsulProxyUnreachable(t *testing.T) {
-	addr := closedAddr(t)
-	stderr, code := run(t, "consul.sh", []string{"build"}, "GOPROXY=http://"+addr)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "consul.sh: "), "could not be reached", "retry later", "GALLEON_CONSUL_BIN")
-}
-
-// No script may name a registry's host: the proxy comes from `go env GOPROXY`.
-func TestScriptsNameNoRegistryHost(t *testing.T) {
-	root := repo(t)
-	hosts := registryHosts(t)
-	if len(hosts) == 0 {
-		t.Fatal("found no registry host to look for (go env GOPROXY and GOSUMDB name none)")
-	}
-	err := filepath.WalkDir(filepath.Join(root, "scripts"), func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, h := range hosts {
-			if bytes.Contains(b, []byte(h)) {
-				t.Errorf("%s names %s; read the proxy from `go env GOPROXY` instead", strings.TrimPrefix(path, root+"/"), h)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // silentProxy accepts every request and never answers it, as the module proxy once did for 9
 // minutes; go has no timeout of its own for that.
 func silentProxy(t *testing.T) string {
@@ -274,21 +200,246 @@ func silentProxy(t *testing.T) string {
 	return srv.URL
 }
 
+// buildLine is the error line of `devtool build`.
+const buildLine = "devtool build: "
+
+func TestIstiodBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "pilot-discovery")
+	_, stderr, code := run(t, []string{"build", "pilot-discovery"}, "GALLEON_PILOT_DISCOVERY="+missing)
+	wantCode(t, "missing", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "GALLEON_PILOT_DISCOVERY="+missing, "does not exist", "point it at a pilot-discovery binary", "unset it")
+
+	_, stderr, code = run(t, []string{"build", "pilot-discovery"}, "GALLEON_PILOT_DISCOVERY="+t.TempDir())
+	wantCode(t, "directory", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "is not an executable file")
+}
+
+func TestIstiodGoodBinaryOverrideSkipsTheBuild(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "pilot-discovery")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// GOPROXY=off and empty caches: a build would fail, so success proves nothing was built or
+	// fetched.
+	for _, args := range [][]string{{"build", "pilot-discovery"}, {"path", "pilot-discovery"}} {
+		stdout, stderr, code := run(t, args, "GALLEON_PILOT_DISCOVERY="+bin, "GOPROXY=off")
+		if code != 0 {
+			t.Fatalf("devtool %v with a good override: exit %d:\n%s", args, code, stderr)
+		}
+		if got := strings.TrimSpace(stdout); got != bin {
+			t.Errorf("devtool %v printed %q, want the override %q", args, got, bin)
+		}
+	}
+}
+
+func TestIstiodProxyOff(t *testing.T) {
+	_, stderr, code := run(t, []string{"build", "pilot-discovery"}, "GOPROXY=off")
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "GOPROXY=off", "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
+}
+
+func TestIstiodProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	_, stderr, code := run(t, []string{"build", "pilot-discovery"}, "GOPROXY=http://"+addr)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "could not be reached", addr, "connection refused", "retry later", "GALLEON_PILOT_DISCOVERY")
+}
+
+func TestIstiodProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	_, stderr, code := run(t, []string{"build", "pilot-discovery"}, "GOPROXY="+url)
+	wantCode(t, "build", code, 1)
+	line := errorLine(t, stderr, buildLine)
+	wantAll(t, line, "refused", "@v", "403", url, "tried: go build from the committed go.sum", "GALLEON_PILOT_DISCOVERY")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	// The plain build asks for no .info; only the fallback spellings may, and only when
+	// istio.io/istio itself was refused.
+	if !strings.Contains(line, "istio.io/istio@") && infos.Load() != 0 {
+		t.Errorf("%d .info/list/latest requests although istio.io/istio was never refused", infos.Load())
+	}
+}
+
 func TestIstiodProxyStalls(t *testing.T) {
 	url := silentProxy(t)
 	start := time.Now()
-	stderr, code := run(t, "istiod.sh", []string{"build"}, "GOPROXY="+url,
+	_, stderr, code := run(t, []string{"build", "pilot-discovery"}, "GOPROXY="+url,
 		"GALLEON_FETCH_STALL_SECONDS=3", "GALLEON_FETCH_ATTEMPTS=2")
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "istiod.sh: "), "stalled", "unanswered for 3 s, 2 times", url, "retry later", "GALLEON_PILOT_DISCOVERY")
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "stalled", "unanswered for 3 s, 2 times", url, "retry later", "GALLEON_PILOT_DISCOVERY")
 	if !strings.Contains(stderr, "trying again (2 of 2)") {
 		t.Errorf("the stall was not retried:\n%s", stderr)
 	}
 	// Bounded: two stalls of 3 s and the go start-up, nowhere near go's own (absent) timeout.
 	if took := time.Since(start); took > 90*time.Second {
 		t.Errorf("a stalled proxy held the build for %v", took)
+	}
+}
+
+func TestConsulBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "consul")
+	_, stderr, code := run(t, []string{"build", "consul"}, "GALLEON_CONSUL_BIN="+missing)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "GALLEON_CONSUL_BIN="+missing, "does not exist", "point it at a consul binary")
+}
+
+func TestConsulProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	_, stderr, code := run(t, []string{"build", "consul"}, "GOPROXY="+url)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "refused", "403", "tried: go build github.com/hashicorp/consul@v1.22.6", "GALLEON_CONSUL_BIN")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	if n := infos.Load(); n != 0 {
+		t.Errorf("devtool build consul asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
+	}
+}
+
+func TestConsulProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	_, stderr, code := run(t, []string{"build", "consul"}, "GOPROXY=http://"+addr)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "could not be reached", "retry later", "GALLEON_CONSUL_BIN")
+}
+
+func TestEurekaBadBinaryOverride(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "polaris-server")
+	_, stderr, code := run(t, []string{"build", "polaris-server"}, "GALLEON_POLARIS_BIN="+missing)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "GALLEON_POLARIS_BIN="+missing, "does not exist", "point it at a polaris-server binary")
+}
+
+func TestEurekaProxyRefuses(t *testing.T) {
+	url, infos, total := refusingProxy(t)
+	_, stderr, code := run(t, []string{"build", "polaris-server"}, "GOPROXY="+url)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "refused", "403", "GALLEON_POLARIS_BIN")
+	if total.Load() == 0 {
+		t.Fatal("the proxy was never asked: the test proves nothing")
+	}
+	if n := infos.Load(); n != 0 {
+		t.Errorf("devtool build polaris-server asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
+	}
+}
+
+func TestEurekaProxyUnreachable(t *testing.T) {
+	addr := closedAddr(t)
+	_, stderr, code := run(t, []string{"build", "polaris-server"}, "GOPROXY=http://"+addr)
+	wantCode(t, "build", code, 1)
+	wantAll(t, errorLine(t, stderr, buildLine), "could not be reached", "retry later", "GALLEON_POLARIS_BIN")
+}
+
+// The four Kubernetes-side tools are built from one committed module; each fails the same way.
+func TestKubeToolsFailures(t *testing.T) {
+	for _, tc := range []struct{ tool, env, module string }{
+		{"kube-apiserver", "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver from k8s.io/kubernetes@v1.36.3"},
+		{"kubectl", "GALLEON_KUBECTL_BIN", "kubectl from k8s.io/kubernetes@v1.36.3"},
+		{"etcd", "GALLEON_ETCD_BIN", "etcd from go.etcd.io/etcd/server/v3@v3.6.16"},
+		{"helm", "GALLEON_HELM_BIN", "helm from helm.sh/helm/v3@v3.21.4"},
+	} {
+		t.Run(tc.tool, func(t *testing.T) {
+			missing := filepath.Join(t.TempDir(), tc.tool)
+			_, stderr, code := run(t, []string{"build", tc.tool}, tc.env+"="+missing)
+			wantCode(t, "bad override", code, 1)
+			wantAll(t, errorLine(t, stderr, buildLine), tc.env+"="+missing, "does not exist", "point it at a "+tc.tool+" binary")
+
+			url, infos, total := refusingProxy(t)
+			_, stderr, code = run(t, []string{"build", tc.tool}, "GOPROXY="+url)
+			wantCode(t, "refusing proxy", code, 1)
+			wantAll(t, errorLine(t, stderr, buildLine), "refused", "403", "tried: go build "+tc.module, tc.env)
+			if total.Load() == 0 {
+				t.Fatal("the proxy was never asked: the test proves nothing")
+			}
+			if n := infos.Load(); n != 0 {
+				t.Errorf("devtool build %s asked for %d .info/list/latest files; it must ask only for .mod and .zip", tc.tool, n)
+			}
+		})
+	}
+	_, stderr, code := run(t, []string{"build", "kubelet"})
+	wantCode(t, "unknown tool", code, 2)
+	wantAll(t, errorLine(t, stderr, buildLine), "unknown tool kubelet", "known: ", "kube-apiserver kubectl etcd helm")
+}
+
+// path only looks: a tool that was not built is one line naming the command that builds it.
+func TestPathOfAToolNotBuilt(t *testing.T) {
+	for _, tool := range []string{"consul", "polaris-server", "pilot-discovery", "kube-apiserver"} {
+		stdout, stderr, code := run(t, []string{"path", tool}, "GOPROXY=off")
+		wantCode(t, "path "+tool, code, 1)
+		if stdout != "" {
+			t.Errorf("path %s printed %q for a binary that is not there", tool, stdout)
+		}
+		wantAll(t, errorLine(t, stderr, "devtool path: "), "does not exist", "devtool build "+tool)
+	}
+}
+
+// deps (make deps, the first step of make test) fails the same ways, with its own advice.
+func TestDepsFailures(t *testing.T) {
+	const module = "docs/example-adapter" // a small module with dependencies outside the repository
+	_, stderr, code := run(t, []string{"deps", "-modules", module}, "GOPROXY=off")
+	wantCode(t, "proxy off", code, 1)
+	wantAll(t, errorLine(t, stderr, "devtool deps: "), "GOPROXY=off",
+		"tried: go list -deps -test ./... in "+module+" (committed go.sum)", "do: retry later (make test resumes where the downloads stopped)")
+
+	url := silentProxy(t)
+	_, stderr, code = run(t, []string{"deps", "-modules", module}, "GOPROXY="+url,
+		"GALLEON_FETCH_STALL_SECONDS=2", "GALLEON_FETCH_ATTEMPTS=2")
+	wantCode(t, "silent proxy", code, 1)
+	wantAll(t, errorLine(t, stderr, "devtool deps: "), "stalled", "unanswered for 2 s, 2 times", url, "retry later")
+	if !strings.Contains(stderr, "trying again (2 of 2)") {
+		t.Errorf("the stall was not retried:\n%s", stderr)
+	}
+
+	_, stderr, code = run(t, []string{"deps"})
+	wantCode(t, "no module", code, 2)
+	wantAll(t, errorLine(t, stderr, "devtool deps: "), "no module given")
+}
+
+// No source names a registry's host: the Go proxy comes from `go env GOPROXY`, apt's sources
+// from the machine's apt configuration. Checked: every Go file of the repository, the Makefile,
+// scripts/ and .ci/.
+func TestRepositoryNamesNoRegistryHost(t *testing.T) {
+	root := repo(t)
+	hosts := registryHosts(t)
+	if len(hosts) == 0 {
+		t.Fatal("found no registry host to look for (go env GOPROXY and GOSUMDB name none)")
+	}
+	scanned := 0
+	check := func(path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		scanned++
+		for _, h := range hosts {
+			if bytes.Contains(b, []byte(h)) {
+				t.Errorf("%s names %s; read it from where it is configured (go env GOPROXY, apt) instead", strings.TrimPrefix(path, root+"/"), h)
+			}
+		}
+	}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(path, root+"/")
+		switch {
+		case d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules"):
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		case strings.HasSuffix(path, ".go"), d.Name() == "Makefile", d.Name() == "go.work",
+			strings.HasPrefix(rel, "scripts/"), strings.HasPrefix(rel, ".ci/"):
+			check(path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned < 100 {
+		t.Errorf("scanned only %d files: the walk missed the sources", scanned)
 	}
 }
 
@@ -322,99 +473,46 @@ func registryHosts(t *testing.T) []string {
 	return hosts
 }
 
-// TestCachePathIsOne: scripts/cache-dir.sh (the shell's definition of the
-// tool cache) and internal/testing/toolcache (the Go one) give the same path for
-// every way the environment can set it (an empty variable counts as unset
-// in both).
+// TestCachePathIsOne: `devtool cache-dir` (what the Makefile and the docs use) and
+// internal/testing/toolcache (what the harnesses use) give the documented path for every way the
+// environment can set it (an empty variable counts as unset).
 func TestCachePathIsOne(t *testing.T) {
 	home := t.TempDir()
-	for _, env := range []map[string]string{
-		{"HOME": home, "XDG_CACHE_HOME": "", "GALLEON_CACHE": ""},
-		{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": ""},
-		{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": filepath.Join(home, "own")},
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // the cache directory
+	}{
+		{map[string]string{"HOME": home, "XDG_CACHE_HOME": "", "GALLEON_CACHE": ""}, filepath.Join(home, ".cache", "galleon")},
+		{map[string]string{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": ""}, filepath.Join(home, "xdg", "galleon")},
+		{map[string]string{"HOME": home, "XDG_CACHE_HOME": filepath.Join(home, "xdg"), "GALLEON_CACHE": filepath.Join(home, "own")}, filepath.Join(home, "own")},
 	} {
-		cmd := exec.Command("bash", filepath.Join(repo(t), "scripts", "cache-dir.sh"), "bin", "consul", "1.2.3")
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-		for k, v := range env {
-			cmd.Env = append(cmd.Env, k+"="+v)
+		env := []string{"PATH=" + os.Getenv("PATH")}
+		for k, v := range tc.env {
+			env = append(env, k+"="+v)
 			t.Setenv(k, v)
 		}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%v: scripts/cache-dir.sh: %v", env, err)
+		for _, c := range []struct {
+			args    []string
+			want    string
+			library string
+		}{
+			{nil, tc.want, toolcache.Dir()},
+			{[]string{"dir"}, tc.want, toolcache.Dir()},
+			{[]string{"bin"}, filepath.Join(tc.want, "bin"), toolcache.BinDir()},
+			{[]string{"bin", "consul", "1.2.3"}, filepath.Join(tc.want, "bin", "consul-1.2.3"), toolcache.Bin("consul", "1.2.3")},
+		} {
+			cmd := exec.Command(devtool, append([]string{"cache-dir"}, c.args...)...)
+			cmd.Env = env
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%v: devtool cache-dir %v: %v", tc.env, c.args, err)
+			}
+			if got := strings.TrimSpace(string(out)); got != c.want || c.library != c.want {
+				t.Errorf("%v: cache-dir %v: devtool says %s, internal/testing/toolcache %s; want %s", tc.env, c.args, got, c.library, c.want)
+			}
 		}
-		if got, want := toolcache.Bin("consul", "1.2.3"), strings.TrimSpace(string(out)); got != want {
-			t.Errorf("%v: internal/testing/toolcache says %s, scripts/cache-dir.sh %s", env, got, want)
-		}
 	}
-}
-
-func TestEurekaBadBinaryOverride(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "polaris-server")
-	stderr, code := run(t, "eureka.sh", []string{"build"}, "GALLEON_POLARIS_BIN="+missing)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "GALLEON_POLARIS_BIN="+missing, "does not exist", "point it at a polaris-server binary")
-}
-
-func TestEurekaProxyRefuses(t *testing.T) {
-	url, infos, total := refusingProxy(t)
-	stderr, code := run(t, "eureka.sh", []string{"build"}, "GOPROXY="+url)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "refused", "403", "GALLEON_POLARIS_BIN")
-	if total.Load() == 0 {
-		t.Fatal("the proxy was never asked: the test proves nothing")
-	}
-	if n := infos.Load(); n != 0 {
-		t.Errorf("eureka.sh build asked for %d .info/list/latest files; it must ask only for .mod and .zip", n)
-	}
-}
-
-func TestEurekaProxyUnreachable(t *testing.T) {
-	addr := closedAddr(t)
-	stderr, code := run(t, "eureka.sh", []string{"build"}, "GOPROXY=http://"+addr)
-	if code != 1 {
-		t.Errorf("exit %d, want 1", code)
-	}
-	wantAll(t, errorLine(t, stderr, "eureka.sh: "), "could not be reached", "retry later", "GALLEON_POLARIS_BIN")
-}
-
-// scripts/kube.sh builds four tools from one committed module; each fails the same way.
-func TestKubeToolsFailures(t *testing.T) {
-	for _, tc := range []struct{ tool, env, module string }{
-		{"kube-apiserver", "GALLEON_KUBE_APISERVER_BIN", "kube-apiserver from k8s.io/kubernetes@v1.36.3"},
-		{"kubectl", "GALLEON_KUBECTL_BIN", "kubectl from k8s.io/kubernetes@v1.36.3"},
-		{"etcd", "GALLEON_ETCD_BIN", "etcd from go.etcd.io/etcd/server/v3@v3.6.16"},
-		{"helm", "GALLEON_HELM_BIN", "helm from helm.sh/helm/v3@v3.21.4"},
-	} {
-		t.Run(tc.tool, func(t *testing.T) {
-			missing := filepath.Join(t.TempDir(), tc.tool)
-			stderr, code := run(t, "kube.sh", []string{"build", tc.tool}, tc.env+"="+missing)
-			if code != 1 {
-				t.Errorf("bad override: exit %d, want 1", code)
-			}
-			wantAll(t, errorLine(t, stderr, "kube.sh: "), tc.env+"="+missing, "does not exist", "point it at a "+tc.tool+" binary")
-
-			url, infos, total := refusingProxy(t)
-			stderr, code = run(t, "kube.sh", []string{"build", tc.tool}, "GOPROXY="+url)
-			if code != 1 {
-				t.Errorf("refusing proxy: exit %d, want 1", code)
-			}
-			wantAll(t, errorLine(t, stderr, "kube.sh: "), "refused", "403", "tried: go build "+tc.module, tc.env)
-			if total.Load() == 0 {
-				t.Fatal("the proxy was never asked: the test proves nothing")
-			}
-			if n := infos.Load(); n != 0 {
-				t.Errorf("kube.sh build %s asked for %d .info/list/latest files; it must ask only for .mod and .zip", tc.tool, n)
-			}
-		})
-	}
-	stderr, code := run(t, "kube.sh", []string{"build", "kubelet"})
-	if code != 2 {
-		t.Errorf("unknown tool: exit %d, want 2", code)
-	}
-	wantAll(t, errorLine(t, stderr, "kube.sh: "), "unknown tool kubelet", "known: kube-apiserver kubectl etcd helm")
+	_, stderr, code := run(t, []string{"cache-dir", "lib"})
+	wantCode(t, "cache-dir lib", code, 2)
+	wantAll(t, errorLine(t, stderr, "devtool cache-dir: "), "usage: cache-dir [dir | bin [NAME VERSION]]")
 }

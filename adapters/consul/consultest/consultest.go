@@ -1,4 +1,4 @@
-// Package consultest runs real Consul agents (the binary built by scripts/consul.sh) for the
+// Package consultest runs real Consul agents (the binary toolcache.Consul builds) for the
 // Consul adapter's integration tests. It uses only the standard library.
 //
 // Each agent is a single server (`consul agent -server -bootstrap-expect=1`, not -dev) on
@@ -31,23 +31,23 @@ import (
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
-// Version is the Consul version scripts/consul.sh builds.
-const Version = "1.22.6"
+// Version is the Consul version toolcache.Consul builds.
+const Version = toolcache.ConsulVersion
 
 // EnvBinary names the environment variable that overrides the consul binary.
 const EnvBinary = "GALLEON_CONSUL_BIN"
 
-// tool is the consul binary scripts/consul.sh builds into the tool cache.
-var tool = toolcache.Tool{Name: "consul", Version: Version, EnvVar: EnvBinary, Script: "consul.sh", Make: "consul"}
+// tool is the consul binary toolcache.Consul builds into the tool cache.
+var tool = toolcache.Consul().Tool()
 
-// CachePath is where scripts/consul.sh build puts the binary (internal/testing/toolcache, the path
-// scripts/cache-dir.sh defines): <cache>/bin/consul-<Version>.
+// CachePath is where the binary is cached (internal/testing/toolcache): <cache>/bin/consul-<Version>.
 func CachePath() string { return tool.CachePath() }
 
 // Binary returns the consul binary: $GALLEON_CONSUL_BIN if set, else the cache path (see
-// CachePath). If it is missing it runs scripts/consul.sh build (found by walking up from the
-// working directory to the go.mod of github.com/galleon-mesh/galleon; a cold build takes minutes,
-// see `make help`) and fails the test with a clear message if that fails. It never skips.
+// CachePath). If it is missing, or was built from another scripts/tools/consul/go.sum, it builds
+// it (toolcache.Consul, from the repository found by walking up from the working directory to the
+// go.mod of github.com/galleon-mesh/galleon; a cold build takes minutes, see `make help`) and
+// fails the test with a clear message if that fails. It never skips.
 func Binary(t testing.TB) string { t.Helper(); return tool.Binary(t, "consultest") }
 
 // Options configures Start.
@@ -67,6 +67,14 @@ type Options struct {
 	// Agent.HTTPSAddr. Clients are not asked for a certificate. The agent offers HTTP/2 there
 	// (ALPN h2), not on the plain listener.
 	HTTPSCert, HTTPSKey string
+	// Dir holds the agent's config, data and log. Start uses t.TempDir() when empty; StartAgent
+	// a new temporary directory, which Close removes.
+	Dir string
+	// Logf, if set, is told of start retries and of a kill after SIGTERM (Start: the test log).
+	Logf func(format string, args ...any)
+	// Detach detaches the agent's process from the program (serverproc.Detach; a test's
+	// server when zero).
+	Detach serverproc.Detach
 }
 
 // Agent is a running (or stopped) Consul server agent.
@@ -80,10 +88,11 @@ type Agent struct {
 	LogPath    string
 	ConfigPath string
 
-	bin   string
-	dir   string
-	opts  Options
-	ports agentPorts
+	bin    string
+	dir    string
+	ownDir bool // made by StartAgent: Close removes it
+	opts   Options
+	ports  agentPorts
 
 	srv      *serverproc.Server // nil on a WithToken view
 	controls                    // zero on a WithToken view
@@ -101,9 +110,56 @@ var HTTPClient = serverproc.LoopbackClient(64)
 // Start starts a single-server agent (see the package comment), waits until it has a leader,
 // its own node is in the catalog and (with ACL) the token works, and registers t.Cleanup to stop
 // it. The agent's log goes to <tempdir>/consul.log; its last 50 lines are written to the test log
-// when the test failed.
+// when the test failed. It is StartAgent for a test: the binary is Binary's.
 func Start(t testing.TB, opts Options) *Agent {
 	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	a, err := newAgent(Binary(t), opts)
+	if err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	t.Cleanup(func() {
+		a.controls.Stop(t)
+		if t.Failed() {
+			t.Logf("%s %s", "consul agent "+a.Datacenter, a.srv.Tail(serverproc.TailLines))
+		}
+	})
+	if err := a.start(t.Context()); err != nil {
+		t.Fatalf("consultest: %v", err)
+	}
+	return a
+}
+
+// BinaryPath is Binary for a program that is not a test: the consul binary, built into the tool
+// cache when it is missing, or why it cannot be had (one line that says what to do).
+func BinaryPath() (string, error) { return tool.Path() }
+
+// StartAgent is Start for a program that is not a test: it starts a single-server agent (see the
+// package comment) in Options.Dir (a new temporary directory when empty, removed by Close) and
+// waits until it serves, or returns why not. Close stops it.
+func StartAgent(ctx context.Context, opts Options) (*Agent, error) {
+	bin, err := BinaryPath()
+	if err != nil {
+		return nil, fmt.Errorf("consultest: %w", err)
+	}
+	a, err := newAgent(bin, opts)
+	if err != nil {
+		return nil, fmt.Errorf("consultest: %w", err)
+	}
+	if err := a.start(ctx); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("consultest: %w", err)
+	}
+	return a, nil
+}
+
+// newAgent prepares an agent of bin in opts.Dir (or a new temporary directory); nothing runs yet.
+func newAgent(bin string, opts Options) (*Agent, error) {
 	if opts.Datacenter == "" {
 		opts.Datacenter = "dc1"
 	}
@@ -111,13 +167,19 @@ func Start(t testing.TB, opts Options) *Agent {
 		opts.LogLevel = "info"
 	}
 	if opts.ACL && opts.JoinWAN != nil {
-		t.Fatalf("consultest: Options.ACL together with JoinWAN is not supported")
+		return nil, errors.New("Options.ACL together with JoinWAN is not supported")
 	}
 	if opts.JoinWAN != nil && opts.JoinWAN.Datacenter == opts.Datacenter {
-		t.Fatalf("consultest: JoinWAN agent is in datacenter %q too; give the new agent another Datacenter", opts.Datacenter)
+		return nil, fmt.Errorf("JoinWAN agent is in datacenter %q too; give the new agent another Datacenter", opts.Datacenter)
 	}
-	bin := Binary(t)
-	dir := t.TempDir()
+	dir, ownDir := opts.Dir, false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "consultest-"); err != nil {
+			return nil, err
+		}
+		ownDir = true
+	}
 	a := &Agent{
 		Datacenter: opts.Datacenter,
 		DataDir:    filepath.Join(dir, "data"),
@@ -126,15 +188,13 @@ func Start(t testing.TB, opts Options) *Agent {
 		ConfigPath: filepath.Join(dir, "agent.hcl"),
 		bin:        bin,
 		dir:        dir,
+		ownDir:     ownDir,
 		opts:       opts,
 	}
 	if opts.ACL {
 		a.Token = newUUID()
 	}
-	if err := os.MkdirAll(a.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	a.srv = serverproc.StartT(t, serverproc.Spec{
+	a.srv = serverproc.New(serverproc.Spec{
 		Prefix: "consultest", Name: "consul agent " + a.Datacenter, LogPath: a.LogPath,
 		Ports: 5, UDP: true, Configure: a.configure, // Serf uses TCP and UDP
 		Command: func() *exec.Cmd {
@@ -143,19 +203,48 @@ func Start(t testing.TB, opts Options) *Agent {
 			return cmd
 		},
 		Ready: a.ready, // StartTimeout and StopGrace: serverproc's defaults
+		Logf:  opts.Logf, Detach: opts.Detach,
 	})
 	a.controls = a.srv.Controls()
-	if j := opts.JoinWAN; j != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), serverproc.DefaultStartTimeout)
-		defer cancel()
-		for _, x := range []*Agent{a, j} {
-			if err := x.waitDatacenters(ctx, a.Datacenter, j.Datacenter); err != nil {
-				t.Fatalf("consultest: WAN join of %s and %s: %v", a.Datacenter, j.Datacenter, err)
-			}
+	return a, os.MkdirAll(a.DataDir, 0o700)
+}
+
+// start starts the prepared agent and, with JoinWAN, waits until both agents list both
+// datacenters.
+func (a *Agent) start(ctx context.Context) error {
+	if err := a.srv.StartContext(ctx); err != nil {
+		return err
+	}
+	j := a.opts.JoinWAN
+	if j == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverproc.DefaultStartTimeout)
+	defer cancel()
+	for _, x := range []*Agent{a, j} {
+		if err := x.waitDatacenters(ctx, a.Datacenter, j.Datacenter); err != nil {
+			return fmt.Errorf("WAN join of %s and %s: %v", a.Datacenter, j.Datacenter, err)
 		}
 	}
-	return a
+	return nil
 }
+
+// Close stops the agent (SIGTERM, SIGKILL after 10 s) and removes the directory StartAgent made
+// for it; on a WithToken view it does nothing. It is the Stop of a program that is not a test.
+func (a *Agent) Close() error {
+	if a.srv == nil {
+		return nil
+	}
+	a.srv.Stop()
+	if a.ownDir {
+		return os.RemoveAll(a.dir)
+	}
+	return nil
+}
+
+// Proc is the agent's process in its form for a program that is not a test: Kill, Pause,
+// Resume, Restart and Stop return errors instead of failing a test. Nil on a WithToken view.
+func (a *Agent) Proc() *serverproc.Server { return a.srv }
 
 // configure gives the agent the ports of a start attempt (HTTPS only with Options.HTTPSCert) and
 // writes its config file.
@@ -437,6 +526,16 @@ func Register(ctx context.Context, a *Agent, instances []Instance) error {
 		batches = append(batches, cur)
 	}
 	return runTxns(ctx, a, batches)
+}
+
+// Deregister removes a service instance, and its checks, from the catalog (PUT
+// /v1/catalog/deregister), as an operator or a leaving VM's agent does.
+func Deregister(ctx context.Context, a *Agent, node, serviceID string) error {
+	body := map[string]string{"Node": node, "ServiceID": serviceID}
+	if err := a.Do(ctx, "PUT", "/v1/catalog/deregister", body, nil); err != nil {
+		return fmt.Errorf("consultest.Deregister: %w", err)
+	}
+	return nil
 }
 
 func serviceBody(in Instance) map[string]any {

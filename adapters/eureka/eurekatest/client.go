@@ -18,7 +18,7 @@ import (
 
 // Client is a plain client of a Eureka server's REST API, what an application's Eureka client
 // does to it: register, renew, cancel, status overrides, and the listings. The harness, the load
-// generator (internal/loadtest) and the end-to-end tests all register through it, so the
+// generator (bench/internal/loadgen) and the end-to-end tests all register through it, so the
 // registration JSON is written once (Instance.JSON).
 type Client struct {
 	// Base is the server's base URL, e.g. http://127.0.0.1:8761/eureka (what a Netflix client

@@ -1,5 +1,5 @@
 // Package eurekatest runs a real Eureka REST API server for the Eureka adapter's tests: PolarisMesh's
-// polaris-server 1.18.1, built by scripts/eureka.sh, on the harness kit every real-server
+// polaris-server 1.18.1, built by toolcache.Polaris, on the harness kit every real-server
 // harness shares (internal/testing/serverproc), and a plain Eureka client (Client, client.go)
 // that registers, renews and cancels instances for this package, the load tool and the
 // end-to-end tests.
@@ -7,7 +7,7 @@
 // No Netflix or Spring Eureka server can be installed here (no Maven repository); Polaris serves
 // the same REST API (/eureka/apps, /eureka/apps/delta, /eureka/apps/{APP}[/{ID}], status
 // overrides, XML and JSON) over an embedded bolt store, with differences from Netflix's a client
-// must tolerate (eurekatest_test.go shows them). scripts/eureka.sh builds it with one fix: without
+// must tolerate (eurekatest_test.go shows them). toolcache.Polaris builds it with one fix: without
 // it a cancelled instance stays listed until its lease expires (scripts/tools/polaris/*.patch).
 //
 // Each server runs in its own directory under t.TempDir() with the configuration
@@ -42,24 +42,25 @@ import (
 )
 
 const (
-	// Version is the polaris-server version scripts/eureka.sh builds.
-	Version = "1.18.1"
+	// Version is the polaris-server version toolcache.Polaris builds.
+	Version = toolcache.PolarisVersion
 	// EnvBinary names the environment variable that overrides the polaris-server binary.
 	EnvBinary = "GALLEON_POLARIS_BIN"
 )
 
-// tool is the polaris-server binary scripts/eureka.sh builds into the tool cache.
-var tool = toolcache.Tool{Name: "polaris-server", Version: Version, EnvVar: EnvBinary, Script: "eureka.sh", Make: "eureka"}
+// tool is the polaris-server binary toolcache.Polaris builds into the tool cache.
+var tool = toolcache.Polaris().Tool()
 
 //go:embed polaris-server.yaml.tmpl
 var configTemplate string
 
-// CachePath is where scripts/eureka.sh build puts the binary (internal/testing/toolcache, the path
-// scripts/cache-dir.sh defines): <cache>/bin/polaris-server-<Version>.
+// CachePath is where the binary is cached (internal/testing/toolcache):
+// <cache>/bin/polaris-server-<Version>.
 func CachePath() string { return tool.CachePath() }
 
 // Binary returns the polaris-server binary: $GALLEON_POLARIS_BIN if set, else the cache path
-// (see CachePath). If it is missing it runs scripts/eureka.sh build (found by walking up from the
+// (see CachePath). If it is missing, or was built from another scripts/tools/polaris/go.sum or
+// patch, it builds it (toolcache.Polaris, from the repository found by walking up from the
 // working directory to the go.mod of github.com/galleon-mesh/galleon; a cold build takes minutes,
 // see `make help`) and fails the test with a clear message if that fails. It never skips.
 func Binary(t testing.TB) string { t.Helper(); return tool.Binary(t, "eurekatest") }
@@ -69,6 +70,14 @@ type Options struct {
 	// DeltaExpireInterval is how long a change stays in /eureka/apps/delta (Polaris's
 	// service-eureka deltaExpireInterval); default 60 s, Polaris's own. Whole seconds.
 	DeltaExpireInterval time.Duration
+	// Dir is the server's working directory (config, store, logs). Start uses t.TempDir() when
+	// empty; StartServer a new temporary directory, which Close removes.
+	Dir string
+	// Logf, if set, is told of start retries and of a kill after SIGTERM (Start: the test log).
+	Logf func(format string, args ...any)
+	// Detach detaches the server's process from the program (serverproc.Detach; a test's
+	// server when zero).
+	Detach serverproc.Detach
 }
 
 // Server is a running (or stopped) polaris-server serving the Eureka REST API. Its controls
@@ -83,9 +92,11 @@ type Server struct {
 	HTTPAddr   string // Polaris's own HTTP API (api-http), "127.0.0.1:PORT"
 	GRPCAddr   string // Polaris's service-grpc API, "127.0.0.1:PORT"
 
-	bin  string
-	opts Options
+	bin    string
+	opts   Options
+	ownDir bool // made by StartServer: Close removes it
 
+	srv *serverproc.Server
 	controls
 }
 
@@ -93,37 +104,111 @@ type Server struct {
 type controls = serverproc.Controls
 
 // Start starts a polaris-server (see the package comment) on free loopback ports, waits until
-// GET <BaseURL>/apps answers 200 and registers t.Cleanup to stop it.
+// GET <BaseURL>/apps answers 200 and registers t.Cleanup to stop it. It is StartServer for a
+// test: the binary is Binary's.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	s, err := newServer(Binary(t), opts)
+	if err != nil {
+		t.Fatalf("eurekatest: %v", err)
+	}
+	t.Cleanup(func() {
+		s.controls.Stop(t)
+		if t.Failed() {
+			t.Logf("polaris-server in %s %s", s.Dir, s.srv.Tail(serverproc.TailLines))
+		}
+	})
+	if err := s.srv.StartContext(t.Context()); err != nil {
+		t.Fatalf("eurekatest: %v", err)
+	}
+	return s
+}
+
+// BinaryPath is Binary for a program that is not a test: the polaris-server binary, built into
+// the tool cache when it is missing, or why it cannot be had (one line that says what to do).
+func BinaryPath() (string, error) { return tool.Path() }
+
+// StartServer is Start for a program that is not a test: it starts a polaris-server (see the
+// package comment) in Options.Dir (a new temporary directory when empty, removed by Close) and
+// waits until its Eureka API answers, or returns why not. Close stops it.
+func StartServer(ctx context.Context, opts Options) (*Server, error) {
+	bin, err := BinaryPath()
+	if err != nil {
+		return nil, fmt.Errorf("eurekatest: %w", err)
+	}
+	s, err := newServer(bin, opts)
+	if err != nil {
+		return nil, fmt.Errorf("eurekatest: %w", err)
+	}
+	if err := s.srv.StartContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("eurekatest: %w", err)
+	}
+	return s, nil
+}
+
+// newServer prepares a polaris-server of bin in opts.Dir (or a new temporary directory);
+// nothing runs yet.
+func newServer(bin string, opts Options) (*Server, error) {
 	if opts.DeltaExpireInterval == 0 {
 		opts.DeltaExpireInterval = 60 * time.Second
 	}
 	if opts.DeltaExpireInterval < time.Second {
-		t.Fatalf("eurekatest: Options.DeltaExpireInterval %v is under a second", opts.DeltaExpireInterval)
+		return nil, fmt.Errorf("Options.DeltaExpireInterval %v is under a second", opts.DeltaExpireInterval)
 	}
-	bin := Binary(t)
-	dir := t.TempDir()
+	dir, ownDir := opts.Dir, false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "eurekatest-"); err != nil {
+			return nil, err
+		}
+		ownDir = true
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		Dir:        dir,
 		ConfigPath: filepath.Join(dir, "polaris-server.yaml"),
 		OutPath:    filepath.Join(dir, "polaris-server.out"),
 		bin:        bin,
 		opts:       opts,
+		ownDir:     ownDir,
 	}
-	s.controls = serverproc.StartT(t, serverproc.Spec{
+	s.srv = serverproc.New(serverproc.Spec{
 		Prefix: "eurekatest", Name: "polaris-server in " + dir, LogPath: s.OutPath,
 		Ports: 3, Configure: s.configure, Command: s.command, Ready: s.ready,
 		Clash: s.bindClash, Tail: s.tail,
 		// The grace is generous: polaris-server is slow to stop on SIGTERM (see
 		// docs/benchmarks.md, eurekatest's Restart).
 		StopGrace: 30 * time.Second,
-	}).Controls()
-	return s
+		Logf:      opts.Logf, Detach: opts.Detach,
+	})
+	s.controls = s.srv.Controls()
+	return s, nil
 }
 
+// Close stops the server (SIGTERM, SIGKILL after 30 s) and removes the directory StartServer
+// made for it. It is the Stop of a program that is not a test.
+func (s *Server) Close() error {
+	s.srv.Stop()
+	if s.ownDir {
+		return os.RemoveAll(s.Dir)
+	}
+	return nil
+}
+
+// Proc is the server's process in its form for a program that is not a test: Kill, Pause,
+// Resume, Restart and Stop return errors instead of failing a test.
+func (s *Server) Proc() *serverproc.Server { return s.srv }
+
 // Config returns the polaris-server configuration for the given ports (the embedded template
-// with its placeholders filled in, as `scripts/eureka.sh config` writes it) and Options.
+// with its placeholders filled in) and Options.
 func Config(eurekaPort, httpPort, grpcPort int, opts Options) (string, error) {
 	cfg := strings.NewReplacer(
 		"@LISTEN_IP@", "127.0.0.1",

@@ -1,5 +1,5 @@
 // Package zktest runs real Apache ZooKeeper servers (the Debian package, found or installed by
-// scripts/zookeeper.sh) for the ZooKeeper adapter's tests. It uses only the standard library.
+// toolcache.ZooKeeperClasspath) for the ZooKeeper adapter's tests. It uses only the standard library.
 //
 // Each server from Start is a standalone ZooKeeperServerMain on 127.0.0.1 with a free client port,
 // the admin server off and a data directory under t.TempDir(), so Restart keeps the tree and the
@@ -66,12 +66,28 @@ type Options struct {
 	// certificate the test CA signed), "want" (it may) or "none" (it is not asked). "" is "need",
 	// ZooKeeper's own default.
 	ClientAuth string
+	// Dir holds the server's zoo.cfg, data and log (Start only; an ensemble's members live in
+	// t.TempDir()). Start uses t.TempDir() when empty; StartServer a new temporary directory,
+	// which Close removes.
+	Dir string
+	// Detach detaches the server's process from the program (serverproc.Detach; a test's server
+	// when zero). Start and StartServer only.
+	Detach serverproc.Detach
 }
 
-// withDefaults fills in the defaults, and fails the test on a ClientAuth ZooKeeper does not
-// know (it would exit at start with an IllegalArgumentException deep in its log).
+// withDefaults is defaults for a test, which it fails on an error.
 func (o Options) withDefaults(t testing.TB) Options {
 	t.Helper()
+	o, err := o.defaults()
+	if err != nil {
+		t.Fatalf("zktest: %v", err)
+	}
+	return o
+}
+
+// defaults fills in the defaults, and refuses a ClientAuth ZooKeeper does not know (it would
+// exit at start with an IllegalArgumentException deep in its log).
+func (o Options) defaults() (Options, error) {
 	if o.TickTime <= 0 {
 		o.TickTime = 2 * time.Second
 	}
@@ -80,9 +96,9 @@ func (o Options) withDefaults(t testing.TB) Options {
 		o.ClientAuth = "need"
 	case "need", "want", "none":
 	default:
-		t.Fatalf("zktest: Options.ClientAuth %q: want need, want or none", o.ClientAuth)
+		return o, fmt.Errorf("Options.ClientAuth %q: want need, want or none", o.ClientAuth)
 	}
-	return o
+	return o, nil
 }
 
 // Server is a running (or stopped) ZooKeeper server: a standalone one from Start or a member of
@@ -102,7 +118,8 @@ type Server struct {
 	// standalone server); it selects QuorumPeerMain.
 	quorum string
 
-	srv *serverproc.Server
+	srv    *serverproc.Server
+	ownDir bool // made by StartServer: Close removes it
 	controls
 }
 
@@ -126,6 +143,7 @@ func newServer(dir, java, classpath string, opts Options, certs *tlsSetup, name 
 	spec := serverproc.Spec{
 		Prefix: "zktest", Name: name, LogPath: s.logPath, Command: s.command, Ready: s.ready,
 		StartTimeout: startTimeout, StopGrace: stopGrace, Attempts: startAttempts, Logf: logf,
+		Detach: opts.Detach,
 	}
 	if standalone {
 		spec.Ports = 2 // client, secure client
@@ -146,40 +164,106 @@ func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
 	opts = opts.withDefaults(t)
 	java, classpath := Tools(t)
-	dir := t.TempDir()
-	var certs *tlsSetup
-	if opts.TLS {
-		var err error
-		if certs, err = writeTLSFiles(filepath.Join(dir, "tls")); err != nil {
-			t.Fatalf("zktest: test certificates: %v", err)
-		}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
 	}
-	s, err := newServer(dir, java, classpath, opts, certs, "zookeeper", true, t.Logf)
+	s, err := newStandalone(opts.Dir, java, classpath, opts, t.Logf)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("zktest: %v", err)
 	}
 	s.srv.StartT(t)
 	return s
 }
 
-// Tools returns the java binary and the classpath that runs ZooKeeper, from
-// scripts/zookeeper.sh (found by walking up from the working directory to the go.mod of
-// github.com/galleon-mesh/galleon), which installs the Debian package if it is missing. It fails
-// the test, never skips, when they cannot be found.
+// StartServer is Start for a program that is not a test: it starts a standalone server (see the
+// package comment) in Options.Dir (a new temporary directory when empty, removed by Close) and
+// waits until it serves, or returns why not. Close stops it.
+func StartServer(ctx context.Context, opts Options) (*Server, error) {
+	opts, err := opts.defaults()
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	java, classpath, err := ToolPaths(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	dir, ownDir := opts.Dir, false
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "zktest-"); err != nil {
+			return nil, err
+		}
+		ownDir = true
+	}
+	s, err := newStandalone(dir, java, classpath, opts, nil)
+	if err != nil {
+		if ownDir {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	s.ownDir = ownDir
+	if err := s.srv.StartContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	return s, nil
+}
+
+// newStandalone prepares a standalone server in dir, with test certificates under dir/tls when
+// opts.TLS; nothing runs yet.
+func newStandalone(dir, java, classpath string, opts Options, logf func(string, ...any)) (*Server, error) {
+	var certs *tlsSetup
+	if opts.TLS {
+		var err error
+		if certs, err = writeTLSFiles(filepath.Join(dir, "tls")); err != nil {
+			return nil, fmt.Errorf("test certificates: %v", err)
+		}
+	}
+	return newServer(dir, java, classpath, opts, certs, "zookeeper", true, logf)
+}
+
+// Close stops the server (SIGTERM, SIGKILL after 10 s) and removes the directory StartServer made
+// for it. It is the Stop of a program that is not a test.
+func (s *Server) Close() error {
+	s.srv.Stop()
+	if s.ownDir {
+		return os.RemoveAll(s.dir)
+	}
+	return nil
+}
+
+// Proc is the server's process in its form for a program that is not a test: Kill, Pause,
+// Resume, Restart and Stop return errors instead of failing a test.
+func (s *Server) Proc() *serverproc.Server { return s.srv }
+
+// Dir is the server's directory: zoo.cfg, the data directory and zookeeper.log.
+func (s *Server) Dir() string { return s.dir }
+
+// Tools returns the java binary and the classpath that runs ZooKeeper (toolcache.Java and
+// toolcache.ZooKeeperClasspath, which installs the Debian package if it is missing). It skips
+// the test unless GALLEON_REAL_SERVERS=1 (toolcache.RequireRealServers); with it, it fails the
+// test, never skips, when they cannot be found.
 func Tools(t testing.TB) (java, classpath string) {
 	t.Helper()
-	root, err := toolcache.RepoRoot()
+	toolcache.RequireRealServers(t, "ZooKeeper")
+	java, classpath, err := ToolPaths(t.Context())
 	if err != nil {
-		t.Fatalf("zktest: scripts/zookeeper.sh cannot be found: %v (run the test from within the repository)", err)
+		t.Fatalf("zktest: %v", err)
 	}
-	run := func(arg string) string {
-		out, err := toolcache.RunScript(root, "zookeeper.sh", arg, nil)
-		if err != nil {
-			t.Fatalf("zktest: %v (run `make zookeeper`)", err)
-		}
-		return out
+	return java, classpath
+}
+
+// ToolPaths is Tools for a program that is not a test: the java binary and the classpath that
+// runs ZooKeeper (installing the Debian package if it is missing), or why they cannot be had.
+func ToolPaths(ctx context.Context) (java, classpath string, err error) {
+	// The classpath first: the package it installs when ZooKeeper is missing brings a JRE.
+	if classpath, err = toolcache.ZooKeeperClasspath(ctx); err != nil {
+		return "", "", fmt.Errorf("%v (run `make zookeeper`)", err)
 	}
-	return run("java"), run("classpath")
+	if java, err = toolcache.Java(); err != nil {
+		return "", "", fmt.Errorf("%v (run `make zookeeper`)", err)
+	}
+	return java, classpath, nil
 }
 
 func (s *Server) writeConfig() error {

@@ -3,7 +3,7 @@ package xds_test
 // Benchmarks of the core at the scale Galleon is held to: 10,000 services x
 // 10 instances, 10 connected sinks, over real gRPC on loopback
 // (GALLEON_BENCH_SERVICES and GALLEON_BENCH_SINKS change the scale:
-// scripts/bench-scale.sh). The data set and harness are shared with
+// `galleon-bench scale`, bench/). The data set and harness are shared with
 // internal/serve/mcp's benchmarks (loadtest/benchtest). Results and how to read
 // them: docs/benchmarks.md.
 

@@ -4,4 +4,5 @@ package serverproc
 
 import "syscall"
 
-func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{} }
+// sysProcAttr: without Pdeathsig a server outlives a test binary that dies whatever d says.
+func sysProcAttr(d Detach) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: d.Session} }

@@ -63,6 +63,8 @@ type Spec struct {
 	// Logf, if set, is told of retries and of a server SIGTERM did not stop. StartT sets it to
 	// the test's Logf.
 	Logf func(format string, args ...any)
+	// Detach detaches the process from the program (the zero value: a test's server).
+	Detach Detach
 }
 
 // Server is a server process that a Spec describes: started, stopped, killed, paused and
@@ -114,8 +116,11 @@ func (s *Server) StartT(t testing.TB) {
 
 // Start starts the server on fresh free ports (Spec.Ports, handed to Configure) and waits until
 // it is Ready. When it failed because a port was taken meanwhile, it tries again on others.
-func (s *Server) Start() error {
-	err := StartAll([]*Server{s}, func() error {
+func (s *Server) Start() error { return s.StartContext(context.Background()) }
+
+// StartContext is Start that gives up when ctx ends.
+func (s *Server) StartContext(ctx context.Context) error {
+	err := startAll(ctx, []*Server{s}, func() error {
 		ports, err := FreePorts(s.spec.Ports, s.spec.UDP)
 		if err != nil {
 			return fmt.Errorf("free ports: %w", err)
@@ -136,17 +141,21 @@ func (s *Server) Start() error {
 // because a port was taken, all are stopped and it tries again, configure included, up to the
 // first server's Spec.Attempts times. An error of configure is final.
 func StartAll(servers []*Server, configure func() error) error {
+	return startAll(context.Background(), servers, configure)
+}
+
+func startAll(ctx context.Context, servers []*Server, configure func() error) error {
 	first := servers[0].spec
 	var err error
 	for attempt := 1; attempt <= first.Attempts; attempt++ {
 		if err = configure(); err != nil {
 			return err
 		}
-		if err = launchAll(servers); err == nil {
+		if err = launchAll(ctx, servers); err == nil {
 			return nil
 		}
 		StopAll(servers...)
-		if !anyClash(servers) {
+		if ctx.Err() != nil || !anyClash(servers) {
 			break
 		}
 		first.logf("%s: a port was taken starting %s (attempt %d), retrying on others", first.Prefix, first.Name, attempt)
@@ -154,13 +163,13 @@ func StartAll(servers []*Server, configure func() error) error {
 	return err
 }
 
-func launchAll(servers []*Server) error {
+func launchAll(ctx context.Context, servers []*Server) error {
 	for _, s := range servers {
 		if err := s.Launch(); err != nil {
 			return err
 		}
 	}
-	return WaitAll(servers...)
+	return waitAll(ctx, servers)
 }
 
 func anyClash(servers []*Server) bool {
@@ -182,7 +191,7 @@ func (s *Server) Launch() error {
 	cmd := s.spec.Command()
 	fmt.Fprintf(logf, "%s %s in %s (%s)\n", s.marker(), strings.Join(cmd.Args, " "), cmd.Dir, time.Now().Format(time.RFC3339Nano))
 	cmd.Stdout, cmd.Stderr = logf, logf
-	p, err := Start(cmd)
+	p, err := StartDetached(cmd, s.spec.Detach)
 	if err != nil {
 		logf.Close()
 		return err
@@ -199,8 +208,10 @@ func (s *Server) marker() string { return "==== " + s.spec.Prefix + ": starting"
 // (a probe is slow while several servers start on few cores: a JVM, a first TLS handshake). It
 // gives up on all as soon as one fails, so that a server that exited on a port clash is retried
 // at once, and returns that first failure. The servers' Spec.StartTimeout bounds the wait.
-func WaitAll(servers ...*Server) error {
-	ctx, cancel := context.WithTimeout(context.Background(), servers[0].spec.StartTimeout)
+func WaitAll(servers ...*Server) error { return waitAll(context.Background(), servers) }
+
+func waitAll(ctx context.Context, servers []*Server) error {
+	ctx, cancel := context.WithTimeout(ctx, servers[0].spec.StartTimeout)
 	defer cancel()
 	var once sync.Once
 	var first error
@@ -464,4 +475,32 @@ func LoopbackClient(maxIdlePerHost int) *http.Client {
 		IdleConnTimeout:     30 * time.Second,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 	}}
+}
+
+// Get is the body of a 2xx answer to GET url within timeout, else an error quoting the status and
+// the start of the body: the one HTTP read of a server's /metrics, /readyz or /debug/status that
+// the tests, the demo and the benchmarks share. A nil client is http.DefaultClient.
+func Get(ctx context.Context, client *http.Client, url string, timeout time.Duration) ([]byte, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("GET %s: %s: %.300s", url, resp.Status, body)
+	}
+	return body, nil
 }

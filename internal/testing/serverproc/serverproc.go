@@ -29,8 +29,22 @@ type Process struct {
 // Start starts cmd, which the caller has set up (path, arguments, directory, environment,
 // output), and waits for it in the background. On Linux the process is killed if the test binary
 // dies (Pdeathsig), so an interrupted run leaves no server behind.
-func Start(cmd *exec.Cmd) (*Process, error) {
-	cmd.SysProcAttr = sysProcAttr()
+func Start(cmd *exec.Cmd) (*Process, error) { return StartDetached(cmd, Detach{}) }
+
+// Detach says how a server process stands to the program that starts it. The zero value is a
+// test's: in the program's session, killed when it dies.
+type Detach struct {
+	// Session starts the process in a session of its own, so that a Ctrl-C at the terminal
+	// reaches only the program, which stops its servers itself.
+	Session bool
+	// Outlive lets the process outlive the program (no Pdeathsig): a demo that leaves its
+	// servers running for the user.
+	Outlive bool
+}
+
+// StartDetached is Start with the process detached from the program as d says.
+func StartDetached(cmd *exec.Cmd, d Detach) (*Process, error) {
+	cmd.SysProcAttr = sysProcAttr(d)
 	p := &Process{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() { // ends when the process has exited

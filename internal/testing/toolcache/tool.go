@@ -1,75 +1,54 @@
 package toolcache
 
 import (
-	"bytes"
-	"errors"
+	"context"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
-// Tool is a third-party server binary that a script in scripts/ builds into the cache (consul,
-// polaris-server): where it is, how to override it, and what builds it. The harnesses of the
-// adapters' real-server tests find their servers through it.
+// Tool is a third-party server binary built into the cache (consul, polaris-server): where it
+// is, how to override it, and what builds it. The harnesses of the adapters' real-server tests
+// find their servers through it; Recipe.Tool makes one.
 type Tool struct {
 	Name    string // the binary's name in the cache, e.g. "consul"
-	Version string // the version the script builds
+	Version string // the version in the cache name, e.g. "1.22.6"
 	EnvVar  string // the environment variable that names another binary, e.g. "GALLEON_CONSUL_BIN"
-	Script  string // the script under scripts/ whose `build` builds it, e.g. "consul.sh"
-	Make    string // the make target that runs the script, e.g. "consul"
-	// Logf, if set, is told that a build starts and how long it took (a cold build takes
-	// minutes: the Makefile's help for Make says how long).
-	Logf func(format string, args ...any)
+	Make    string // the make target that builds it, e.g. "consul"
+	// Build, if set, returns the binary ($EnvVar, the cache, or a build into the cache,
+	// in-process), telling progress what it builds; its error is one line that says what to do.
+	Build func(ctx context.Context, progress io.Writer) (string, error)
 }
 
-// CachePath is where the script puts the binary: Bin(Name, Version).
+// CachePath is where the binary is cached: Bin(Name, Version).
 func (tl Tool) CachePath() string { return Bin(tl.Name, tl.Version) }
 
-// Path returns the binary: $EnvVar if set, else CachePath. If the cached binary is missing it
-// runs scripts/<Script> build (found with RepoRoot; two builds at once are safe: the script
-// takes a lock per binary, and the second finds the first's result). Every error is one line
-// that names the make target and the environment variable.
+// Path returns the binary: Build's answer when Build is set; otherwise $EnvVar if set, else
+// CachePath if it is there. Every error is one line that says what to do.
 func (tl Tool) Path() (string, error) {
-	if p := os.Getenv(tl.EnvVar); p != "" {
-		if err := CheckExecutable(p); err != nil {
-			return "", fmt.Errorf("$%s=%s: %v", tl.EnvVar, p, err)
-		}
-		return p, nil
+	if tl.Build != nil {
+		// A cold build takes minutes: its progress goes to stderr as it happens, where the
+		// test log would show it only at the end.
+		return tl.Build(context.Background(), os.Stderr)
+	}
+	if p, set, err := EnvBinary(tl.EnvVar, tl.Name); set || err != nil {
+		return p, err
 	}
 	p := tl.CachePath()
-	if CheckExecutable(p) == nil {
-		return p, nil
+	if err := CheckExecutable(p); err != nil {
+		return "", fmt.Errorf("%s %s is not at %s: run `make %s`, or set $%s", tl.Name, tl.Version, p, tl.Make, tl.EnvVar)
 	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", fmt.Errorf("%s %s is not at %s and scripts/%s cannot be found to build it: %v (run `make %s` in the repository, or set $%s)",
-			tl.Name, tl.Version, p, tl.Script, err, tl.Make, tl.EnvVar)
-	}
-	tl.logf("%s missing, running scripts/%s build (it takes minutes the first time)...", p, tl.Script)
-	start := time.Now()
-	built, err := RunScript(root, tl.Script, "build", os.Stderr) // build progress; the test log would only show it at the end
-	if err != nil {
-		return "", fmt.Errorf("%v (see its output above; run `make %s` to retry, or set $%s)", err, tl.Make, tl.EnvVar)
-	}
-	if err := CheckExecutable(built); err != nil {
-		return "", fmt.Errorf("scripts/%s build printed %q: %v (run `make %s` to retry, or set $%s)", tl.Script, built, err, tl.Make, tl.EnvVar)
-	}
-	tl.logf("built %s in %v", built, time.Since(start).Round(time.Second))
-	return built, nil
+	return p, nil
 }
 
-// Binary is Path for a test: it fails the test (never skips) with Path's error, prefixed by
-// prefix (the harness's name, e.g. "consultest"), and logs a build to the test log.
+// Binary is Path for a test. Without GALLEON_REAL_SERVERS=1 it skips the test (see
+// RequireRealServers); with it, it fails the test (never skips) with Path's error, prefixed by
+// prefix (the harness's name, e.g. "consultest").
 func (tl Tool) Binary(t testing.TB, prefix string) string {
 	t.Helper()
-	if tl.Logf == nil {
-		tl.Logf = func(format string, args ...any) { t.Logf(prefix+": "+format, args...) }
-	}
+	RequireRealServers(t, tl.Name+" "+tl.Version)
 	p, err := tl.Path()
 	if err != nil {
 		t.Fatalf("%s: %v", prefix, err)
@@ -77,9 +56,19 @@ func (tl Tool) Binary(t testing.TB, prefix string) string {
 	return p
 }
 
-func (tl Tool) logf(format string, args ...any) {
-	if tl.Logf != nil {
-		tl.Logf(format, args...)
+// EnvRealServers is the switch of the real-server test tier: the tests that run Consul,
+// polaris-server or ZooKeeper run only when it is "1" (make test sets it), so that a plain
+// `go test ./...` needs no server, builds nothing and installs nothing.
+const EnvRealServers = "GALLEON_REAL_SERVERS"
+
+// RequireRealServers skips the test unless $GALLEON_REAL_SERVERS is "1". what names the server
+// the test would run (e.g. "consul 1.22.6", "ZooKeeper"). Every entry point of a harness that
+// starts, builds or installs a real server calls it (through Binary, or directly) before anything
+// else.
+func RequireRealServers(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(EnvRealServers) != "1" {
+		t.Skipf("this test runs a real server (%s); set %s=1 (make test sets it) to run it", what, EnvRealServers)
 	}
 }
 
@@ -95,28 +84,7 @@ func CheckExecutable(p string) error {
 	return nil
 }
 
-// RunScript runs root/scripts/<script> arg in root and returns the last line it printed on
-// stdout (the scripts print their answer last), trimmed. The script's stderr goes to progress if
-// that is not nil; otherwise it is kept and quoted in the error.
-func RunScript(root, script, arg string, progress io.Writer) (string, error) {
-	path := filepath.Join(root, "scripts", script)
-	cmd := exec.Command(path, arg)
-	cmd.Dir = root
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if progress != nil {
-		cmd.Stderr = progress
-	}
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("scripts/%s %s failed (%v)%s", script, arg, err, quoted(stderr.String()))
-	}
-	out := strings.TrimSpace(stdout.String())
-	if out == "" {
-		return "", errors.New("scripts/" + script + " " + arg + " printed nothing" + quoted(stderr.String()))
-	}
-	return strings.TrimSpace(out[strings.LastIndexByte(out, '\n')+1:]), nil
-}
-
+// quoted is a command's stderr on one line, after ": " (nothing if it said nothing).
 func quoted(stderr string) string {
 	if s := strings.TrimSpace(stderr); s != "" {
 		return ": " + strings.ReplaceAll(s, "\n", " | ") // one line

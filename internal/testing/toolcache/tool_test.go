@@ -1,6 +1,9 @@
 package toolcache
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +16,7 @@ func TestToolPathFromTheEnvironment(t *testing.T) {
 	if err := os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	tl := Tool{Name: "server", Version: "1", EnvVar: "GALLEON_TOOLCACHE_TEST_BIN", Script: "server.sh", Make: "server"}
+	tl := Tool{Name: "server", Version: "1", EnvVar: "GALLEON_TOOLCACHE_TEST_BIN", Make: "server"}
 	t.Setenv(tl.EnvVar, exe)
 	if p, err := tl.Path(); err != nil || p != exe {
 		t.Fatalf("Path() = %q, %v; want %q", p, err, exe)
@@ -31,14 +34,13 @@ func TestToolPathFromTheEnvironment(t *testing.T) {
 
 func TestToolPathMissingNamesTheMakeTarget(t *testing.T) {
 	t.Setenv("GALLEON_CACHE", t.TempDir())
-	t.Chdir(t.TempDir()) // no repository above: nothing can build it
-	tl := Tool{Name: "server", Version: "1", EnvVar: "GALLEON_TOOLCACHE_TEST_BIN", Script: "server.sh", Make: "server"}
+	tl := Tool{Name: "server", Version: "1", EnvVar: "GALLEON_TOOLCACHE_TEST_BIN", Make: "server"}
 	t.Setenv(tl.EnvVar, "")
 	_, err := tl.Path()
 	if err == nil {
 		t.Fatal("Path() found a binary that is not there")
 	}
-	for _, want := range []string{"make server", "$GALLEON_TOOLCACHE_TEST_BIN", "scripts/server.sh", tl.CachePath()} {
+	for _, want := range []string{"make server", "$GALLEON_TOOLCACHE_TEST_BIN", tl.CachePath()} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
@@ -48,24 +50,51 @@ func TestToolPathMissingNamesTheMakeTarget(t *testing.T) {
 	}
 }
 
-func TestRunScriptReturnsTheLastLine(t *testing.T) {
-	root := t.TempDir()
-	if err := os.Mkdir(filepath.Join(root, "scripts"), 0o755); err != nil {
-		t.Fatal(err)
+// skipRecorder is a testing.TB that records Skipf instead of skipping, so that a test can look at
+// what RequireRealServers does in both states of the switch.
+type skipRecorder struct {
+	testing.TB
+	skipped string
+}
+
+func (r *skipRecorder) Helper() {}
+
+func (r *skipRecorder) Skipf(format string, args ...any) { r.skipped = fmt.Sprintf(format, args...) }
+
+func TestRequireRealServers(t *testing.T) {
+	for _, v := range []string{"", "0", "true"} {
+		t.Setenv(EnvRealServers, v)
+		r := &skipRecorder{TB: t}
+		RequireRealServers(r, "consul 1.22.6")
+		if want := "this test runs a real server (consul 1.22.6); set GALLEON_REAL_SERVERS=1 (make test sets it) to run it"; r.skipped != want {
+			t.Errorf("%s=%q: skip %q, want %q", EnvRealServers, v, r.skipped, want)
+		}
 	}
-	script := "#!/bin/sh\necho progress >&2\necho first\necho \"  $1-last  \"\n"
-	if err := os.WriteFile(filepath.Join(root, "scripts", "x.sh"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	t.Setenv(EnvRealServers, "1")
+	r := &skipRecorder{TB: t}
+	RequireRealServers(r, "ZooKeeper")
+	if r.skipped != "" {
+		t.Errorf("skipped with the switch on: %q", r.skipped)
 	}
-	if got, err := RunScript(root, "x.sh", "build", nil); err != nil || got != "build-last" {
-		t.Fatalf("RunScript = %q, %v", got, err)
+}
+
+// Without the switch, Binary skips before it looks for, or builds, anything.
+func TestToolBinarySkipsWithoutTheSwitch(t *testing.T) {
+	t.Setenv(EnvRealServers, "")
+	built := false
+	tl := Tool{Name: "server", Version: "1", EnvVar: "GALLEON_TOOLCACHE_TEST_BIN", Make: "server",
+		Build: func(context.Context, io.Writer) (string, error) { built = true; return "/bin/true", nil }}
+	skipped, returned := false, false
+	t.Run("harness", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		tl.Binary(t, "servertest")
+		returned = true
+	})
+	if !skipped || returned || built {
+		t.Errorf("Binary without the switch: skipped %v, returned %v, built %v; want a skip only", skipped, returned, built)
 	}
-	fail := "#!/bin/sh\necho one >&2\necho two >&2\nexit 3\n"
-	if err := os.WriteFile(filepath.Join(root, "scripts", "fail.sh"), []byte(fail), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err := RunScript(root, "fail.sh", "build", nil)
-	if err == nil || !strings.Contains(err.Error(), "one | two") {
-		t.Fatalf("RunScript of a failing script: %v", err)
+	t.Setenv(EnvRealServers, "1")
+	if p := tl.Binary(t, "servertest"); p != "/bin/true" || !built {
+		t.Errorf("Binary with the switch = %q (built %v), want Build's answer", p, built)
 	}
 }

@@ -1,6 +1,15 @@
-// Package toolcache locates third-party server binaries (istiod, consul, ...) that the scripts in
-// scripts/ build and cache outside the repository: the one Go definition of the path, which
-// scripts/cache-dir.sh defines for the shell (test/setup checks that the two agree).
+// Package toolcache builds, caches and locates the third-party server binaries (istiod, consul,
+// ...) the tests, the demo and the benchmarks run, outside the repository:
+//
+//	${GALLEON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galleon}
+//	    bin/<name>-<version>   one binary per version; never committed
+//	    locks/                 flock files that serialise concurrent builds (BuildCached)
+//	    logs/                  go's output of a build (LogPath), kept when it failed
+//
+// Builds ask the Go module proxy only for what committed go.sums pin, under a stall watchdog, and
+// fail with one line that says what to do (gofetch.go). The devtool (internal/testing/devtool) is
+// its command line; the harnesses call it as a function. Tool.Binary and RequireRealServers are
+// the switch of the real-server test tier (GALLEON_REAL_SERVERS).
 package toolcache
 
 import (
@@ -13,7 +22,7 @@ import (
 )
 
 // Dir is ${GALLEON_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/galleon}. It deliberately does not use
-// os.UserCacheDir, which differs from the shell scripts on macOS.
+// os.UserCacheDir, which differs from $XDG_CACHE_HOME's convention on macOS.
 func Dir() string {
 	if d := os.Getenv("GALLEON_CACHE"); d != "" {
 		return d
@@ -44,11 +53,11 @@ func Find(envVar, name, version string) (path string, ok bool) {
 	return path, err == nil && !st.IsDir() && st.Mode()&0o111 != 0
 }
 
-// modulePath is the main module, whose directory holds scripts/.
+// modulePath is the main module, whose directory holds the tools' wrapper modules.
 const modulePath = "github.com/galleon-mesh/galleon"
 
 // RepoRoot walks up from the working directory to the directory whose go.mod declares the main
-// module: where scripts/ is, to build a missing tool.
+// module: where the wrapper modules (scripts/tools/*, test/) are, to build a missing tool.
 func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {

@@ -1,6 +1,7 @@
 // Module whose only purpose is to pin, with a committed go.sum, the upstream module that ships
 // the Prometheus Operator's ServiceMonitor CRD the deploy tests apply before the chart's
-// ServiceMonitor (scripts/kube.sh build crds). Nothing here is compiled.
+// ServiceMonitor (toolcache.ServiceMonitorCRD: `go run ./internal/testing/devtool crds`, and
+// `devtool build kube`). Nothing here is compiled.
 module galleon-crds
 
 go 1.25

@@ -1,6 +1,6 @@
-// scripts/images.sh's image writer (main.go, image.go) and the test of the images it writes
-// (images_test.go), pinned with a committed go.sum so that building them asks the module proxy
-// only for .mod and .zip files (see scripts/gofetch.sh).
+// The image writer of `devtool images` (main.go, image.go; driven by internal/testing/imagebuild)
+// and the test of the images it writes (images_test.go), pinned with a committed go.sum so that
+// building them asks the module proxy only for .mod and .zip files (see internal/testing/toolcache).
 module galleon-tools-images
 
 go 1.26.7

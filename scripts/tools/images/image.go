@@ -241,7 +241,7 @@ func buildImage(s spec, arch string, binary []byte) (v1.Image, error) {
 		MediaType: types.OCILayer,
 		History: v1.History{
 			Created:   created,
-			CreatedBy: fmt.Sprintf("scripts/images.sh: %s, %s, passwd and group (%s %d)", s.entrypoint(), "/"+caFile, nonrootName, nonrootID),
+			CreatedBy: fmt.Sprintf("devtool images: %s, %s, passwd and group (%s %d)", s.entrypoint(), "/"+caFile, nonrootName, nonrootID),
 		},
 	})
 	if err != nil {

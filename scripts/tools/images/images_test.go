@@ -1,10 +1,11 @@
 package main
 
 // The images' contract, checked on images this package writes from a tiny static binary (always)
-// and on the adapters' images scripts/images.sh wrote (when GALLEON_IMAGES_DIR names them, as
-// `scripts/images.sh test`, part of `make test`, does): non-root user 65532, the binary as the
-// entrypoint, no shell or anything else executable, a non-empty CA bundle, the OCI labels, a
-// size bound, reproducible digests, and the image names the Helm chart uses by default.
+// and on the adapters' images `devtool images` wrote (when GALLEON_IMAGES_DIR names them, as
+// `go run ./internal/testing/devtool images test`, part of `make test`, does): non-root user
+// 65532, the binary as the entrypoint, no shell or anything else executable, a non-empty CA
+// bundle, the OCI labels, a size bound, reproducible digests, and the image names the Helm chart
+// uses by default.
 
 import (
 	"archive/tar"
@@ -239,7 +240,7 @@ func binaryProblems(bin []byte, arch string) []string {
 	return p
 }
 
-// staticBinary builds a do-nothing static linux/amd64 program, as scripts/images.sh builds the
+// staticBinary builds a do-nothing static linux/amd64 program, as `devtool images` builds the
 // adapters (no dependencies, so nothing is fetched).
 func staticBinary(t *testing.T) string {
 	t.Helper()
@@ -260,7 +261,7 @@ func staticBinary(t *testing.T) string {
 	return out
 }
 
-// testCA is the CA bundle of the fixture: the host's, which scripts/images.sh copies too.
+// testCA is the CA bundle of the fixture: the host's, which `devtool images` copies too.
 func testCA(t *testing.T) []byte {
 	t.Helper()
 	b, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
@@ -455,7 +456,7 @@ func repoRoot(t *testing.T) string {
 }
 
 // adapters are the binaries in cmd/ that run an adapter (their main calls daemon.Main), the
-// ones scripts/images.sh makes an image of.
+// ones `devtool images` makes an image of.
 func adapters(t *testing.T, root string) []string {
 	t.Helper()
 	mains, err := filepath.Glob(filepath.Join(root, "cmd", "*", "main.go"))
@@ -551,13 +552,13 @@ func readChart(t *testing.T, root string) chart {
 	return chart{defaultAdapter: values.Adapter.Name, repository: values.Image.Repository, tag: values.Image.Tag, appVersion: meta.AppVersion}
 }
 
-// TestChartDefaults: the chart's defaults name the images scripts/images.sh writes (by default
+// TestChartDefaults: the chart's defaults name the images `devtool images` writes (by default
 // <adapter>:<appVersion>): no repository or tag is set, and the default adapter is one of cmd/.
 func TestChartDefaults(t *testing.T) {
 	root := repoRoot(t)
 	c := readChart(t, root)
 	if c.repository != "" || c.tag != "" {
-		t.Errorf("values.yaml sets image.repository %q, image.tag %q: leave both empty, so that the default is <adapter.name>:<appVersion>, the name scripts/images.sh gives", c.repository, c.tag)
+		t.Errorf("values.yaml sets image.repository %q, image.tag %q: leave both empty, so that the default is <adapter.name>:<appVersion>, the name devtool images gives", c.repository, c.tag)
 	}
 	if !slices.Contains(adapters(t, root), c.defaultAdapter) {
 		t.Errorf("values.yaml adapter.name %q is not an adapter in cmd/ (%v)", c.defaultAdapter, adapters(t, root))
@@ -567,11 +568,11 @@ func TestChartDefaults(t *testing.T) {
 	}
 }
 
-// TestBuiltImages checks the adapters' images scripts/images.sh wrote to GALLEON_IMAGES_DIR.
+// TestBuiltImages checks the adapters' images `devtool images` wrote to GALLEON_IMAGES_DIR.
 func TestBuiltImages(t *testing.T) {
 	dir := os.Getenv("GALLEON_IMAGES_DIR")
 	if dir == "" {
-		t.Skip("GALLEON_IMAGES_DIR is unset: `scripts/images.sh test` (make images-test, part of make test) writes the images and sets it")
+		t.Skip("GALLEON_IMAGES_DIR is unset: `go run ./internal/testing/devtool images test` (make images-test, part of make test) writes the images and sets it")
 	}
 	root := repoRoot(t)
 	c := readChart(t, root)
@@ -717,7 +718,7 @@ func extractRootFS(t *testing.T, img v1.Image, dir string) {
 func TestBuiltImagesRun(t *testing.T) {
 	dir := os.Getenv("GALLEON_IMAGES_DIR")
 	if dir == "" {
-		t.Skip("GALLEON_IMAGES_DIR is unset: `scripts/images.sh test` writes the images and sets it")
+		t.Skip("GALLEON_IMAGES_DIR is unset: `go run ./internal/testing/devtool images test` writes the images and sets it")
 	}
 	chroot, err := exec.LookPath("chroot")
 	if err != nil || os.Geteuid() != 0 {

@@ -1,7 +1,7 @@
 // Command images writes Galleon's container images without a container engine: for each
 // adapter, an OCI image layout (for `crane push`, `skopeo copy oci:...`) and a docker-archive
 // tarball (for `docker load`, `kind load image-archive`). It builds nothing itself: it is given a
-// static linux binary per architecture (scripts/images.sh builds them) and packs it, with the
+// static linux binary per architecture (`devtool images` builds them) and packs it, with the
 // host's CA bundle and a passwd/group naming the nonroot user 65532, into one layer on an empty
 // base. Same inputs, same digest: every timestamp is the one given (the commit's time).
 //
@@ -47,7 +47,7 @@ func main() {
 
 func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "build" {
-		return fmt.Errorf("usage: images build -name NAME -version V -revision SHA -created-unix SECONDS -source URL -ca FILE -ca-source TEXT -binary ARCH=PATH... -out DIR [-tar FILE] (see scripts/images.sh)")
+		return fmt.Errorf("usage: images build -name NAME -version V -revision SHA -created-unix SECONDS -source URL -ca FILE -ca-source TEXT -binary ARCH=PATH... -out DIR [-tar FILE] (see internal/testing/imagebuild)")
 	}
 	fs := flag.NewFlagSet("images build", flag.ContinueOnError)
 	fs.SetOutput(stderr)

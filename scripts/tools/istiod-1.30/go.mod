@@ -1,8 +1,9 @@
 // Wrapper module that builds pilot-discovery (istiod) for the e2e matrix's 1.30 entry
-// (scripts/istiod.sh build 1.30-b01690e): istio.io/istio at commit b01690e6db7d, a master commit
-// 10 days after release-1.30 branched and the newest 1.30-era commit the Go module proxy served on
-// 2026-11-26 (the 1.30.x release commits answer 403; docs/istiod-releases.md says which were tried
-// and how this commit compares with 1.30.0).
+// (toolcache.IstiodReleases; `go run ./internal/testing/devtool build pilot-discovery
+// 1.30-b01690e`): istio.io/istio at commit b01690e6db7d, a master commit 10 days after
+// release-1.30 branched and the newest 1.30-era commit the Go module proxy served on 2026-11-26
+// (the 1.30.x release commits answer 403; docs/istiod-releases.md says which were tried and how
+// this commit compares with 1.30.0).
 // istio.io/api and istio.io/client-go are raised to the v1.30.0 tags, which the proxy serves (the
 // pseudo-versions istio pins are refused). One module cannot hold two istio versions, hence this
 // module beside test/ (1.29.2) and scripts/tools/kubernetes (1.31-dev).

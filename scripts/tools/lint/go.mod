@@ -1,5 +1,5 @@
 // The linters `make lint` runs, pinned with a committed go.sum so that building them asks the
-// module proxy only for .mod and .zip files (see scripts/gofetch.sh): staticcheck.
+// module proxy only for .mod and .zip files (see internal/testing/toolcache): staticcheck.
 module galleon-tools-lint
 
 go 1.26.7

@@ -1,7 +1,8 @@
 // Wrapper module that builds PolarisMesh's server 1.18.1 (an implementation of the Eureka REST API)
-// for the Eureka adapter's tests (scripts/eureka.sh). The go.sum is committed so that a build
-// asks the module proxy only for .mod and .zip files (see scripts/gofetch.sh). The replace is
-// Polaris's own (its go.mod has it; replaces of a dependency do not apply, so it is repeated here).
+// for the Eureka adapter's tests (toolcache.Polaris: `go run ./internal/testing/devtool build
+// polaris-server`). The go.sum is committed so that a build asks the module proxy only for .mod
+// and .zip files (see internal/testing/toolcache). The replace is Polaris's own (its go.mod has
+// it; replaces of a dependency do not apply, so it is repeated here).
 module galleon-tools-polaris
 
 go 1.24.0

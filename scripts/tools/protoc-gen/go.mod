@@ -1,6 +1,6 @@
-// The protoc plugins scripts/proto.sh runs, pinned with a committed go.sum so that building them
-// asks the module proxy only for .mod and .zip files (see scripts/gofetch.sh). Keep
-// google.golang.org/protobuf at the version the main module requires (scripts/proto.sh checks).
+// The protoc plugins `devtool proto` runs, pinned with a committed go.sum so that building them
+// asks the module proxy only for .mod and .zip files (see internal/testing/toolcache). Keep
+// google.golang.org/protobuf at the version the main module requires (`devtool proto` checks).
 module galleon-tools-protoc-gen
 
 go 1.26.7

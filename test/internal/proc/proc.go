@@ -35,13 +35,16 @@ type Config struct {
 	StopGrace time.Duration
 	// TailLines is how many log lines are dumped when the test failed; default 200.
 	TailLines int
+	// Logf is told of a process that SIGTERM did not stop; Start sets it to the test's Logf.
+	Logf func(format string, args ...any)
+	// Detach detaches the process from the program (a test's process when zero).
+	Detach serverproc.Detach
 }
 
 // Process is a started process.
 type Process struct {
 	Config
 	*serverproc.Process // Pid, Done, Exited, Signal
-	t                   testing.TB
 	logFile             *os.File
 }
 
@@ -49,11 +52,33 @@ type Process struct {
 // tail of its log is written to the test log.
 func Start(t testing.TB, c Config) (*Process, error) {
 	t.Helper()
-	if c.Name == "" {
-		c.Name = filepath.Base(c.Path)
-	}
 	if c.Dir == "" {
 		c.Dir = t.TempDir()
+	}
+	if c.Logf == nil {
+		c.Logf = t.Logf
+	}
+	p, err := Launch(c)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s (pid %d) %s", p.Name, p.Pid(), p.Tail(p.TailLines))
+		}
+	})
+	return p, nil
+}
+
+// Launch is Start for a program that is not a test: nothing stops the process but Stop (or, unless
+// Config.Detach says otherwise, the program's death). Config.Dir must be set.
+func Launch(c Config) (*Process, error) {
+	if c.Dir == "" {
+		return nil, errors.New("proc.Launch: Config.Dir is empty")
+	}
+	if c.Name == "" {
+		c.Name = filepath.Base(c.Path)
 	}
 	if c.LogPath == "" {
 		c.LogPath = filepath.Join(c.Dir, c.Name+".log")
@@ -76,25 +101,18 @@ func Start(t testing.TB, c Config) (*Process, error) {
 	cmd.Env = c.Env
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	sp, err := serverproc.Start(cmd)
+	sp, err := serverproc.StartDetached(cmd, c.Detach)
 	if err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	p := &Process{Config: c, Process: sp, t: t, logFile: logFile}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("%s (pid %d) %s", p.Name, p.Pid(), p.Tail(p.TailLines))
-		}
-	})
-	return p, nil
+	return &Process{Config: c, Process: sp, logFile: logFile}, nil
 }
 
 // Stop sends SIGTERM, then SIGKILL after StopGrace, and waits for the exit. Idempotent.
 func (p *Process) Stop() {
-	if p.Process.Stop(p.StopGrace) {
-		p.t.Logf("%s did not stop %v after SIGTERM, killed it", p.Name, p.StopGrace)
+	if p.Process.Stop(p.StopGrace) && p.Logf != nil {
+		p.Logf("%s did not stop %v after SIGTERM, killed it", p.Name, p.StopGrace)
 	}
 	p.logFile.Close() // a second Stop closes it again: harmless
 }

@@ -1,6 +1,6 @@
 // Command etcd is etcd's own server, built from go.etcd.io/etcd/server/v3 for the deploy tests
-// (scripts/kube.sh): the proxy does not serve the root module that holds etcd's main package, so
-// this is that package's one call.
+// (toolcache.KubeTool, `devtool build etcd`): the proxy does not serve the root module that holds
+// etcd's main package, so this is that package's one call.
 package main
 
 import (
