@@ -24,6 +24,8 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
+
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // startBudgeted serves routes with a budget of limits, as the daemon does
@@ -277,6 +279,7 @@ func TestGarbageNamesStayBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends about 400 MB over loopback")
 	}
+	toolcache.RequireFullTier(t, "sends about 400 MB over loopback")
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,17 @@ func RequireRealServers(t testing.TB, what string) {
 	}
 }
 
+// RequireFullTier skips the test unless $GALLEON_REAL_SERVERS is "1": for the few tests that need
+// no server but move hundreds of megabytes (what says how much), which would take the quick tier,
+// a plain `go test ./...`, past its two minutes on two cores. make test runs them, race detector
+// on; `go test -short` skipped them before the tiers existed and still does.
+func RequireFullTier(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(EnvRealServers) != "1" {
+		t.Skipf("this test %s: part of make test's full tier; set %s=1 to run it", what, EnvRealServers)
+	}
+}
+
 // CheckExecutable returns nil if p is an executable file, else why not.
 func CheckExecutable(p string) error {
 	st, err := os.Stat(p)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
 
 // The memory a listing takes is bounded by what it lists, not by its bytes: a body within
@@ -137,6 +139,7 @@ func TestDecodeMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 64 MiB listings")
 	}
+	toolcache.RequireFullTier(t, "builds 64 MiB listings")
 	const bound = 150 << 20
 	for _, tc := range []struct {
 		name, ct string
@@ -188,6 +191,7 @@ func TestDecodeMemoryPerInstance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds 64 MiB listings")
 	}
+	toolcache.RequireFullTier(t, "builds 64 MiB listings")
 	for _, tc := range []struct {
 		name string
 		body func() io.Reader
