@@ -95,4 +95,5 @@ fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run
 	$(DEVTOOL) fresh-machine
 
 demo: ## galleon-file, then galleon-consul on a Consul agent, then galleon-zookeeper on ZooKeeper (Dubbo providers), then galleon-eureka on two Eureka servers (polaris-server), feed a real istiod: see services, endpoint changes, a new port, a failing health check, removals, a ZooKeeper session expiry, an instance out of service and a Eureka server failover arrive (DEMO_KEEP=1 leaves it running)
+	$(DEVTOOL) deps . test # the modules it builds, fetched under the stall watchdog (go run would wait forever on a request the proxy never answers)
 	cd test && $(GO) run ./demo
