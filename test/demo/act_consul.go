@@ -42,17 +42,12 @@ func describeInstance(in consultest.Instance) string {
 // on galleon-file and galleon-consul: a check fails and passes again, a service is deregistered.
 func (d *demo) consulAct(ctx context.Context) error {
 	d.heading("5. Consul " + consultest.Version + " (built from the Go module proxy)")
-	recipe := toolcache.Consul()
-	if _, err := recipe.Path(); err != nil { // not cached: say what takes long
-		d.note("    The first run builds Consul (about 5-9 min on 2 cores, ~3 GB of module source and build")
-		d.note("    cache) and caches the binary; later runs reuse it.")
-	}
-	t0 := time.Now()
-	bin, err := recipe.Build(ctx, d.progress())
+	bin, err := d.serverBinary(ctx, toolcache.Consul(),
+		"    The first run builds Consul (about 5-9 min on 2 cores, ~3 GB of module source and build",
+		"    cache) and caches the binary; later runs reuse it.")
 	if err != nil {
 		return err
 	}
-	d.ok("%s (%s)", bin, since(t0))
 
 	d.heading("6. Start a Consul agent on loopback and register services")
 	agent, err := d.startConsul(ctx)
@@ -64,7 +59,7 @@ func (d *demo) consulAct(ctx context.Context) error {
 	}
 
 	d.heading("7. Start galleon-consul on the agent")
-	t0 = time.Now()
+	t0 := time.Now()
 	d.command("galleon-consul --consul-address %s --debounce-quiet 20ms", agent.HTTPAddr)
 	g, err := d.startDaemon(ctx, "galleon-consul", "--consul-address", agent.HTTPAddr, "--debounce-quiet", "20ms")
 	if err != nil {

@@ -41,17 +41,11 @@ type eurekaServers struct {
 // crashes and B takes over.
 func (d *demo) eurekaAct(ctx context.Context) error {
 	d.heading("13. polaris-server " + eurekatest.Version + ", a Eureka API server (built from the Go module proxy)")
-	recipe := toolcache.Polaris()
-	if _, err := recipe.Path(); err != nil { // not cached: say what takes long
-		d.note("    The first run builds polaris-server (about 2.5 min on 2 cores, ~330 MB of module source)")
-		d.note("    and caches the binary; later runs reuse it.")
-	}
-	t0 := time.Now()
-	bin, err := recipe.Build(ctx, d.progress())
-	if err != nil {
+	if _, err := d.serverBinary(ctx, toolcache.Polaris(),
+		"    The first run builds polaris-server (about 2.5 min on 2 cores, ~330 MB of module source)",
+		"    and caches the binary; later runs reuse it."); err != nil {
 		return err
 	}
-	d.ok("%s (%s)", bin, since(t0))
 	d.note("    PolarisMesh's server speaks Eureka's REST API (/eureka/apps, /apps/delta, status overrides):")
 	d.note("    no Netflix Eureka server can be built here without a Maven repository.")
 
@@ -333,17 +327,10 @@ var eurekaLogNoise = regexp.MustCompile(` registry=eureka| eureka="?\[[^]]*\]"?`
 
 func (d *demo) eurekaOwnView(ctx context.Context, es *eurekaServers, g *daemon) error {
 	d.heading("U. galleon-eureka's own view: its log and metrics")
-	d.command("grep -E '%s' %s    %s", eurekaLogLines, g.LogPath, d.dimmed("# registry=, eureka= left out"))
-	var picked []string
-	for _, line := range strings.Split(readFile(g.LogPath), "\n") {
-		if eurekaLogLines.MatchString(line) {
-			picked = append(picked, eurekaLogNoise.ReplaceAllString(line, ""))
-		}
-	}
+	picked := d.showLog(g, eurekaLogLines, eurekaLogNoise, "registry=, eureka=")
 	if len(picked) == 0 {
 		return errors.New("galleon-eureka logged nothing about server A failing")
 	}
-	d.indent(strings.Join(picked, "\n"))
 	if !slices.ContainsFunc(picked, func(l string) bool { return strings.Contains(l, `msg="reading another Eureka server"`) }) {
 		return errors.New("galleon-eureka did not log that it reads another server")
 	}

@@ -437,17 +437,10 @@ var zkLogNoise = regexp.MustCompile(` registry=zookeeper| zookeeper=\S+ root=\S+
 
 func (d *demo) zookeeperOwnView(ctx context.Context, g *daemon) error {
 	d.heading("P. galleon-zookeeper's own view: its log and metrics")
-	d.command("grep -E '%s' %s    %s", zkLogLines, g.LogPath, d.dimmed("# registry=, zookeeper=, root=, layout= left out"))
-	var picked []string
-	for _, line := range strings.Split(readFile(g.LogPath), "\n") {
-		if zkLogLines.MatchString(line) {
-			picked = append(picked, zkLogNoise.ReplaceAllString(line, ""))
-		}
-	}
+	picked := d.showLog(g, zkLogLines, zkLogNoise, "registry=, zookeeper=, root=, layout=")
 	if len(picked) == 0 {
 		return errors.New("galleon-zookeeper's log has no session lines")
 	}
-	d.indent(strings.Join(picked, "\n"))
 	d.note("    Resumed, the client found its connection closed, connected again at once, learnt that")
 	d.note("    its session had expired and got a new one straight away (the adapter's host provider")
 	d.note("    pauses only once every server has been tried).")

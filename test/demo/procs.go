@@ -18,6 +18,8 @@ import (
 	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
+
+	"regexp"
 )
 
 // member is a process the demo started: how to tell it died, how to stop it, its logs for a
@@ -227,4 +229,37 @@ func (d *demo) names(ctx context.Context, g *daemon) ([]string, error) {
 // only the demo, which stops them), and with DEMO_KEEP=1 outliving it.
 func (d *demo) detach() serverproc.Detach {
 	return serverproc.Detach{Session: true, Outlive: d.keep}
+}
+
+// serverBinary is a third-party server's binary from the tool cache, built first when missing:
+// then firstRun (what takes long) is said before the build's progress.
+func (d *demo) serverBinary(ctx context.Context, recipe toolcache.Recipe, firstRun ...string) (string, error) {
+	if _, err := recipe.Path(); err != nil { // not cached
+		for _, line := range firstRun {
+			d.note("%s", line)
+		}
+	}
+	t0 := time.Now()
+	bin, err := recipe.Build(ctx, d.progress())
+	if err != nil {
+		return "", err
+	}
+	d.ok("%s (%s)", bin, since(t0))
+	return bin, nil
+}
+
+// showLog shows, as grep would, the lines of the daemon's log that match lines, each without
+// what noise matches (the fields named by leftOut), and returns them.
+func (d *demo) showLog(g *daemon, lines, noise *regexp.Regexp, leftOut string) []string {
+	d.command("grep -E '%s' %s    %s", lines, g.LogPath, d.dimmed("# "+leftOut+" left out"))
+	var picked []string
+	for _, line := range strings.Split(readFile(g.LogPath), "\n") {
+		if lines.MatchString(line) {
+			picked = append(picked, noise.ReplaceAllString(line, ""))
+		}
+	}
+	if len(picked) > 0 {
+		d.indent(strings.Join(picked, "\n"))
+	}
+	return picked
 }
