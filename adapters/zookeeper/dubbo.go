@@ -2,8 +2,6 @@ package zookeeper
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
 // dubbo is the Dubbo 2 interface-level layout: <root>/<interface>/providers/<provider URL>, the
@@ -22,23 +21,9 @@ import (
 // URL-encoded as the child's name. The node's data (empty or the same URL) is not read: a
 // provider joining or leaving costs one read of its interface's providers children.
 type dubbo struct {
-	// protocols maps a URL scheme to its protocol: dubboProtocols with the overrides.
-	protocols map[string]model.Protocol
+	// protocols maps a URL scheme to its protocol: registry/dubbo's defaults with the overrides.
+	protocols dubboreg.Protocols
 }
-
-// dubboProtocols are the default protocols of Dubbo's URL schemes. A scheme not listed is TCP.
-var dubboProtocols = map[string]model.Protocol{
-	"dubbo": model.ProtocolTCP,
-	"tri":   model.ProtocolGRPC,
-	"grpc":  model.ProtocolGRPC,
-	"rest":  model.ProtocolHTTP,
-	"http":  model.ProtocolHTTP,
-	"https": model.ProtocolHTTPS,
-}
-
-// dubboPortName is the port name of the dubbo scheme: Istio reads the protocol from the
-// prefix (tcp), and the name says what runs on it.
-const dubboPortName = "tcp-dubbo"
 
 // dubboNonInterfaces are the children of Dubbo's root that are not interfaces (Dubbo 3's
 // interface-to-application mapping, the config center, the metadata report). Java interface
@@ -55,17 +40,11 @@ func protocolOf(s string) (model.Protocol, error) {
 	return "", fmt.Errorf("unknown protocol %q", s)
 }
 
+// newDubbo returns the layout with the protocol overrides; a wrong entry, which Config.validate
+// reports, is left out.
 func newDubbo(overrides map[string]string) dubbo {
-	d := dubbo{protocols: map[string]model.Protocol{}}
-	for k, v := range dubboProtocols {
-		d.protocols[k] = v
-	}
-	for k, v := range overrides {
-		if p, err := protocolOf(v); err == nil {
-			d.protocols[strings.ToLower(k)] = p
-		}
-	}
-	return d
+	protocols, _ := dubboreg.NewProtocols(overrides)
+	return dubbo{protocols: protocols}
 }
 
 func (dubbo) isService(name string) bool             { return !dubboNonInterfaces[name] }
@@ -148,9 +127,6 @@ func urlErr(err error) string {
 // (an escape, a port), cut in case a later version quotes more.
 func escapeErr(err error) string { return cut(err.Error(), 2*maxQuoted) }
 
-// dubboLabels are the URL parameters copied to endpoint labels (the core sanitises them).
-var dubboLabels = []string{"application", "group", "version", "dubbo", "release", "side"}
-
 func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	pu, err := parseProviderURL(id)
 	if err != nil {
@@ -174,80 +150,13 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	if strings.EqualFold(q.Get("enabled"), "false") || strings.EqualFold(q.Get("disabled"), "true") {
 		e.inst.Health = model.Draining
 	}
-	for _, k := range dubboLabels {
-		if v := q.Get(k); v != "" {
-			if e.inst.Labels == nil {
-				e.inst.Labels = map[string]string{}
-			}
-			e.inst.Labels[k] = v
-		}
-	}
-	proto, ok := d.protocols[pu.scheme]
-	if !ok {
-		proto = model.ProtocolTCP
-	}
-	port := model.Port{Number: pu.port, Protocol: proto}
-	if pu.scheme == "dubbo" && proto == model.ProtocolTCP {
-		port.Name = dubboPortName
-	}
-	e.ports = []model.Port{port}
+	e.inst.Labels = dubboreg.ProviderLabels(q.Get)
+	e.ports = []model.Port{d.protocols.Port(pu.port, pu.scheme)}
 	group, version := q.Get("group"), q.Get("version")
 	// Copies: group and version are substrings of the decoded URL, which is not kept.
 	group, version = strings.Clone(group), strings.Clone(version)
-	e.svc = hostData{Name: dubboName(iface, group, version), Interface: iface, Group: group, Version: version}
+	e.svc = hostData{Name: dubboreg.ServiceName(iface, group, version), Interface: iface, Group: group, Version: version}
 	return e, nil
-}
-
-// dubboName is the service name of (interface, group, version): a DNS-1123 label, unique per
-// triple.
-//
-//   - An interface that is already a DNS label without "--", with no group and no version, is
-//     its own name ("orders").
-//   - Anything else is a readable prefix (the interface, group and version sanitised, joined by
-//     '-', '-' runs collapsed, shortened to fit) then "--" then the first 10 hex digits of the
-//     SHA-256 of interface, group and version separated by NUL bytes:
-//     "org-apache-demo-demoservice-g1-1-0-0--b805551c2d".
-//
-// Names of the first kind never contain "--", names of the second always do, so the two cannot
-// be equal; two of the first kind are equal only for the same interface; two of the second
-// only if 40 bits of SHA-256 collide (and the core reports a name collision rather than
-// overwriting). Lower-casing and '.' to '-' are lossy (DemoService and demoservice, a.b-c and
-// a-b.c), which is why the hash is there; Dubbo's own "providers:iface:version:group" is not a
-// DNS name at all.
-func dubboName(iface, group, version string) string {
-	if iface != "" && group == "" && version == "" && model.DNSLabel(iface) == iface && !strings.Contains(iface, "--") {
-		return iface
-	}
-	sum := sha256.Sum256([]byte(iface + "\x00" + group + "\x00" + version))
-	suffix := "--" + hex.EncodeToString(sum[:])[:10]
-	tail := ""
-	for _, s := range []string{group, version} {
-		if l := collapse(model.DNSLabel(strings.ToLower(s))); l != "" {
-			tail += "-" + l
-		}
-	}
-	head := collapse(model.DNSLabel(strings.ToLower(iface)))
-	budget := 63 - len(suffix)
-	if len(tail) > budget/2 {
-		tail = strings.TrimRight(tail[:budget/2], "-")
-	}
-	// Keep the end of a long interface name: the class name tells services apart.
-	if room := budget - len(tail); len(head) > room {
-		head = strings.TrimLeft(head[len(head)-room:], "-")
-	}
-	prefix := strings.Trim(collapse(head+tail), "-")
-	if prefix == "" {
-		prefix = "dubbo"
-	}
-	return prefix + suffix
-}
-
-// collapse replaces runs of '-' by one.
-func collapse(s string) string {
-	for strings.Contains(s, "--") {
-		s = strings.ReplaceAll(s, "--", "-")
-	}
-	return s
 }
 
 // override is one of Dubbo 2's dynamic configuration rules under <interface>/configurators, as

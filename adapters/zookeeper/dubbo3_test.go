@@ -14,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -92,7 +93,7 @@ func TestParseDubbo3Instance(t *testing.T) {
 	for i := range 40 {
 		k := fmt.Sprintf("k%02d", i)
 		many[k] = "v"
-		if i < maxDubbo3Labels-1 {
+		if i < dubboreg.MaxLabels-1 {
 			manyWant[k] = "v"
 		}
 	}
@@ -162,7 +163,7 @@ func TestParseDubbo3Instance(t *testing.T) {
 			want: model.Instance{Labels: withRev("longest", longest, "runes", runes, "empty", "")}, ports: []model.Port{tcpDubbo, grpcTri}},
 		{name: "at most 32 labels", data: node(dubboTri, many), want: model.Instance{Labels: manyWant}, ports: []model.Port{tcpDubbo, grpcTri}},
 		{name: "application not a DNS label", app: "Demo_Provider", data: node(dubboTri, nil),
-			want: model.Instance{Labels: rev}, ports: []model.Port{tcpDubbo, grpcTri}, svc: dubboName("Demo_Provider", "", "")},
+			want: model.Instance{Labels: rev}, ports: []model.Port{tcpDubbo, grpcTri}, svc: dubboreg.ServiceName("Demo_Provider", "", "")},
 		{name: "host name address", id: "provider.local:20880", data: dubbo3JSON("demo-provider", "provider.local", 20880, dubbo3Meta(dubboTri, nil)),
 			want: model.Instance{Labels: rev}, ports: []model.Port{tcpDubbo, grpcTri}},
 		{name: "IPv6 address", id: "fd00::1:20880", data: dubbo3JSON("demo-provider", "fd00::1", 20880, dubbo3Meta(dubboTri, nil)),
@@ -230,8 +231,8 @@ func TestParseDubbo3Instance(t *testing.T) {
 			}
 		})
 	}
-	if n := dubboName("Demo_Provider", "", ""); !strings.HasPrefix(n, "demo-provider--") {
-		t.Errorf("dubboName(Demo_Provider) = %q, want demo-provider--<hash>", n)
+	if n := dubboreg.ServiceName("Demo_Provider", "", ""); !strings.HasPrefix(n, "demo-provider--") {
+		t.Errorf("dubboreg.ServiceName(Demo_Provider) = %q, want demo-provider--<hash>", n)
 	}
 }
 
@@ -252,7 +253,7 @@ func TestDubbo3Applications(t *testing.T) {
 	w := writer{c: client(t, s.Addr()), root: DefaultRoot}
 	w.ensureRoot(t)
 	const demo, orders = "demo-provider", "Order_Service" // the second is no DNS label
-	ordersName := dubboName(orders, "", "")
+	ordersName := dubboreg.ServiceName(orders, "", "")
 	inst := func(app, ip string, extra map[string]any) []byte {
 		return dubbo3JSON(app, ip, 20880, dubbo3Meta(dubboTri, extra))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
 // The provider URLs a dubbo-go 3.3.0 provider registers for one interface it exports over
@@ -96,7 +97,7 @@ func TestMergeDubboHosts(t *testing.T) {
 	}
 
 	// The ServiceEntry: two ports, three endpoints, one per address.
-	hd := hostData{Name: dubboName(greeter, "", ""), Namespace: "default", Interface: greeter}
+	hd := hostData{Name: dubboreg.ServiceName(greeter, "", ""), Namespace: "default", Interface: greeter}
 	svc, ok, err := buildService(hd, template.Must(template.New("h").Parse(DefaultDubboHostTemplate)), first, nil)
 	if err != nil || !ok {
 		t.Fatalf("buildService: %v %v", ok, err)
@@ -253,7 +254,7 @@ func TestDubboTwoProtocolHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
-	name := dubboName(greeter, "", "")
+	name := dubboreg.ServiceName(greeter, "", "")
 	wantPorts := []model.Port{{Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"}, {Number: 50051, Protocol: model.ProtocolGRPC}}
 	state := func(want map[string]model.Health) func(map[model.ServiceKey]model.Service) bool {
 		return func(st map[model.ServiceKey]model.Service) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -31,31 +32,31 @@ func TestParseDubboProvider(t *testing.T) {
 		{name: "dubbo encoded", id: url.QueryEscape(demoURL),
 			want: model.Instance{ID: "10.0.0.1:20880", Address: "10.0.0.1", Weight: 100, Labels: map[string]string{"application": "demo-provider", "group": "g1", "version": "1.0.0", "side": "provider"}},
 			port: model.Port{Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "g1", "1.0.0"), Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "g1", "1.0.0"), Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}},
 		{name: "dubbo decoded", id: demoURL,
 			want: model.Instance{ID: "10.0.0.1:20880", Address: "10.0.0.1", Weight: 100, Labels: map[string]string{"application": "demo-provider", "group": "g1", "version": "1.0.0", "side": "provider"}},
 			port: model.Port{Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "g1", "1.0.0"), Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "g1", "1.0.0"), Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"}},
 		{name: "tri", id: url.QueryEscape("tri://10.0.0.2:50051/org.apache.demo.DemoService?dubbo=2.0.2&release=3.2.0"),
 			want: model.Instance{ID: "10.0.0.2:50051", Address: "10.0.0.2", Labels: map[string]string{"dubbo": "2.0.2", "release": "3.2.0"}},
 			port: model.Port{Number: 50051, Protocol: model.ProtocolGRPC},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
 		{name: "grpc", id: url.QueryEscape("grpc://10.0.0.3:9090/x.Y"),
 			want: model.Instance{ID: "10.0.0.3:9090", Address: "10.0.0.3"},
 			port: model.Port{Number: 9090, Protocol: model.ProtocolGRPC},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
 		{name: "rest", id: url.QueryEscape("rest://10.0.0.4:8080/ctx/x.Y?enabled=false"),
 			want: model.Instance{ID: "10.0.0.4:8080", Address: "10.0.0.4", Health: model.Draining},
 			port: model.Port{Number: 8080, Protocol: model.ProtocolHTTP},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
 		{name: "http disabled, IPv6", id: url.QueryEscape("http://[fd00::1]:80/x.Y?disabled=true"),
 			want: model.Instance{ID: "[fd00::1]:80", Address: "fd00::1", Health: model.Draining},
 			port: model.Port{Number: 80, Protocol: model.ProtocolHTTP},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
 		{name: "unknown scheme is TCP", id: url.QueryEscape("hessian://10.0.0.5:1/x.Y"),
 			want: model.Instance{ID: "10.0.0.5:1", Address: "10.0.0.5"},
 			port: model.Port{Number: 1, Protocol: model.ProtocolTCP},
-			svc:  hostData{Name: dubboName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
+			svc:  hostData{Name: dubboreg.ServiceName("org.apache.demo.DemoService", "", ""), Interface: "org.apache.demo.DemoService"}},
 		{name: "consumer", id: url.QueryEscape("consumer://10.0.0.6:0/x.Y?side=consumer"), err: "-"},
 		{name: "provider side consumer", id: url.QueryEscape("dubbo://10.0.0.6:20880/x.Y?side=consumer"), err: "-"},
 		{name: "not a URL", id: "hello", err: "not a provider URL"},
@@ -99,36 +100,6 @@ func TestParseDubboProvider(t *testing.T) {
 	e, err := newDubbo(map[string]string{"dubbo": "http"}).parseInstance("x.Y", url.QueryEscape("dubbo://10.0.0.1:20880/x.Y"), nil)
 	if err != nil || e.ports[0] != (model.Port{Number: 20880, Protocol: model.ProtocolHTTP}) {
 		t.Errorf("override dubbo=http: %v %v", e.ports, err)
-	}
-}
-
-// TestDubboName checks that service names are DNS labels, distinct for distinct triples,
-// including those that sanitise alike.
-func TestDubboName(t *testing.T) {
-	triples := [][3]string{
-		{"orders", "", ""}, {"orders", "g", ""}, {"orders", "", "g"}, {"Orders", "", ""},
-		{"org.apache.demo.DemoService", "", ""}, {"org.apache.demo.DemoService", "g1", "1.0.0"},
-		{"org.apache.demo.demoservice", "g1", "1.0.0"}, {"org.apache.demo.DemoService", "g1", "1.0"},
-		{"org.apache.demo.DemoService", "g1.1", "0"}, {"a.b-c", "", ""}, {"a-b.c", "", ""},
-		{"a--b", "", ""}, {"a-b", "", ""}, {strings.Repeat("com.example.verylongpackage.", 5) + "Svc", strings.Repeat("group", 20), "1.0.0"},
-		{"", "", ""}, {"...", "", ""},
-	}
-	seen := map[string][3]string{}
-	for _, tr := range triples {
-		n := dubboName(tr[0], tr[1], tr[2])
-		if model.DNSLabel(n) != n || n == "" {
-			t.Errorf("%q: name %q is not a DNS-1123 label", tr, n)
-		}
-		if prev, dup := seen[n]; dup {
-			t.Errorf("%q and %q share the name %q", prev, tr, n)
-		}
-		seen[n] = tr
-	}
-	if got := dubboName("orders", "", ""); got != "orders" {
-		t.Errorf("dubboName(orders) = %q, want orders", got)
-	}
-	if got := dubboName("org.apache.demo.DemoService", "g1", "1.0.0"); !strings.HasPrefix(got, "org-apache-demo-demoservice-g1-1-0-0--") {
-		t.Errorf("dubboName(DemoService, g1, 1.0.0) = %q", got)
 	}
 }
 
@@ -325,10 +296,10 @@ func TestDubboVariantsAndLastProvider(t *testing.T) {
 	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
 
 	names := map[string]string{
-		"":      dubboName(iface, "", ""),
-		"g1":    dubboName(iface, "g1", ""),
-		"g1/v1": dubboName(iface, "g1", "1.0.0"),
-		"/v1":   dubboName(iface, "", "1.0.0"),
+		"":      dubboreg.ServiceName(iface, "", ""),
+		"g1":    dubboreg.ServiceName(iface, "g1", ""),
+		"g1/v1": dubboreg.ServiceName(iface, "g1", "1.0.0"),
+		"/v1":   dubboreg.ServiceName(iface, "", "1.0.0"),
 	}
 	rec.WaitFor(t, waitTimeout, func(state map[model.ServiceKey]model.Service) bool {
 		return len(state) == 4 && hasInstances(names[""], "10.0.0.1:20880")(state) &&
@@ -354,7 +325,7 @@ func TestDubboVariantsAndLastProvider(t *testing.T) {
 	if err := w.set(later, u("10.0.1.1", "")); err != nil {
 		t.Fatal(err)
 	}
-	rec.WaitFor(t, waitTimeout, hasInstances(dubboName(later, "", ""), "10.0.1.1:20880"))
+	rec.WaitFor(t, waitTimeout, hasInstances(dubboreg.ServiceName(later, "", ""), "10.0.1.1:20880"))
 
 	// The last provider of g1 leaves: g1 stays, empty; the others keep theirs.
 	if err := w.set(iface, u("10.0.0.1", ""), u("10.0.0.3", "&group=g1&version=1.0.0"), u("10.0.0.4", "&version=1.0.0")); err != nil {
@@ -381,7 +352,7 @@ func TestDubboVariantsAndLastProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.WaitFor(t, waitTimeout, func(state map[model.ServiceKey]model.Service) bool {
-		_, ok := state[key(dubboName(later, "", ""))]
+		_, ok := state[key(dubboreg.ServiceName(later, "", ""))]
 		return len(state) == 1 && ok
 	})
 }
@@ -401,7 +372,7 @@ func TestDubboBadProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
-	rec.WaitFor(t, waitTimeout, hasInstances(dubboName(iface, "", ""), "10.0.0.1:20880"))
+	rec.WaitFor(t, waitTimeout, hasInstances(dubboreg.ServiceName(iface, "", ""), "10.0.0.1:20880"))
 	record := w.root + "/" + iface + "/providers/" + bad
 	rejected := func(want bool) func([]registrytest.Event) bool {
 		return func(events []registrytest.Event) bool {
@@ -435,7 +406,7 @@ func TestDubboDuplicateProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
-	name := dubboName(iface, "", "")
+	name := dubboreg.ServiceName(iface, "", "")
 	rec.WaitFor(t, waitTimeout, hasInstances(name, "10.0.0.1:20880"))
 	providers := w.root + "/" + iface + "/providers/"
 	dup := providers + url.QueryEscape(second) + " (duplicate)"
@@ -578,7 +549,7 @@ func TestDubboConfigurators(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := run(t, Config{Servers: []string{s.Addr()}, Layout: LayoutDubbo})
-	name := dubboName(iface, "", "")
+	name := dubboreg.ServiceName(iface, "", "")
 	rec.WaitFor(t, waitTimeout, hasInstances(name, "10.0.0.1:20880", "10.0.0.2:20880"))
 
 	type want struct {
@@ -688,7 +659,7 @@ func TestDubboRemovedInterfacesReleaseWatches(t *testing.T) {
 			return false
 		}
 		for i := range interfaces {
-			svc := st[key(dubboName("org.apache.demo.Service"+strconv.Itoa(i), "", ""))]
+			svc := st[key(dubboreg.ServiceName("org.apache.demo.Service"+strconv.Itoa(i), "", ""))]
 			if len(svc.Instances) != 1 || (i%2 == 0) != (svc.Instances[0].Weight == 5) {
 				return false
 			}

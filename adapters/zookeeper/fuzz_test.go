@@ -11,6 +11,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
 // The decoders of what anyone who can write to ZooKeeper controls: a Dubbo provider URL and an
@@ -136,7 +137,7 @@ func FuzzProviderURL(f *testing.F) {
 			err = nil
 			e = endpoint{inst: model.Instance{ID: "x", Address: "10.0.0.1"}, ports: []model.Port{{Number: 1}}}
 		}
-		checkDecoded(t, "provider URL", raw, len(raw)+64, e, err, len(dubboLabels))
+		checkDecoded(t, "provider URL", raw, len(raw)+64, e, err, len(dubboreg.ProviderLabelKeys()))
 		var oerr error
 		checkAlloc(t, "parseOverride", len(raw), func() { _, oerr = parseOverride(raw) })
 		if oerr != nil && oerr != errNotInstance {
@@ -175,9 +176,9 @@ func FuzzDubbo3Instance(f *testing.F) {
 		var e endpoint
 		var err error
 		checkAlloc(t, "dubbo3", len(data), func() { e, err = d.parseInstance("demo-provider", "10.0.0.1:20880", data) })
-		checkDecoded(t, "dubbo3 instance", string(data), len(data), e, err, maxDubbo3Labels)
+		checkDecoded(t, "dubbo3 instance", string(data), len(data), e, err, dubboreg.MaxLabels)
 		for k, v := range e.inst.Labels {
-			if utf8.RuneCountInString(v) > maxDubbo3LabelValue {
+			if utf8.RuneCountInString(v) > dubboreg.MaxLabelValue {
 				t.Fatalf("label %q: %d characters", k, utf8.RuneCountInString(v))
 			}
 		}
@@ -218,10 +219,10 @@ func TestDecodersAllocationBounded(t *testing.T) {
 		max  int
 	}{
 		{"spring, 40,000 metadata keys", spring, func(b []byte) (endpoint, error) { return curator{}.parseInstance("a", "a1", b) }, 40_000},
-		{"dubbo3, 60,000 endpoints", d3many, func(b []byte) (endpoint, error) { return newDubbo3(nil).parseInstance("demo-provider", "x", b) }, maxDubbo3Labels},
-		{"dubbo3, 40,000 metadata keys", d3meta, func(b []byte) (endpoint, error) { return newDubbo3(nil).parseInstance("demo-provider", "x", b) }, maxDubbo3Labels},
-		{"provider URL, 30,000 parameters", []byte(longURL), func(b []byte) (endpoint, error) { return newDubbo(nil).parseInstance("x", string(b), nil) }, len(dubboLabels)},
-		{"provider URL encoded, 30,000 parameters", []byte(url.QueryEscape(longURL)), func(b []byte) (endpoint, error) { return newDubbo(nil).parseInstance("x", string(b), nil) }, len(dubboLabels)},
+		{"dubbo3, 60,000 endpoints", d3many, func(b []byte) (endpoint, error) { return newDubbo3(nil).parseInstance("demo-provider", "x", b) }, dubboreg.MaxLabels},
+		{"dubbo3, 40,000 metadata keys", d3meta, func(b []byte) (endpoint, error) { return newDubbo3(nil).parseInstance("demo-provider", "x", b) }, dubboreg.MaxLabels},
+		{"provider URL, 30,000 parameters", []byte(longURL), func(b []byte) (endpoint, error) { return newDubbo(nil).parseInstance("x", string(b), nil) }, len(dubboreg.ProviderLabelKeys())},
+		{"provider URL encoded, 30,000 parameters", []byte(url.QueryEscape(longURL)), func(b []byte) (endpoint, error) { return newDubbo(nil).parseInstance("x", string(b), nil) }, len(dubboreg.ProviderLabelKeys())},
 	} {
 		var e endpoint
 		var err error

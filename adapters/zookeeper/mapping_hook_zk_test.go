@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -35,9 +36,9 @@ func TestProviderPortsAgainstZooKeeper(t *testing.T) {
 		}
 	}
 	rec := run(t, Config{Servers: []string{s.Addr()}, Root: w.root, Layout: LayoutDubbo})
-	budget := key(dubboName("budget.Service", "", ""))
+	budget := key(dubboreg.ServiceName("budget.Service", "", ""))
 	rec.WaitFor(t, waitTimeout, func(state map[model.ServiceKey]model.Service) bool {
-		return len(state[budget].Instances) == 256 && len(state[key(dubboName("greet.Other", "", ""))].Ports) == 2
+		return len(state[budget].Instances) == 256 && len(state[key(dubboreg.ServiceName("greet.Other", "", ""))].Ports) == 2
 	})
 	svc := rec.State()[budget]
 	if len(svc.Ports) != 256 {
@@ -58,7 +59,7 @@ func TestProviderPortsAgainstZooKeeper(t *testing.T) {
 	// other.
 	want := []model.Port{{Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"}, {Number: 50051, Protocol: model.ProtocolGRPC}}
 	for i, iface := range []string{greeter, "greet.Other"} {
-		k := key(dubboName(iface, "", ""))
+		k := key(dubboreg.ServiceName(iface, "", ""))
 		stay := twoProtocolURLs("10.0.0.1")[i]
 		if err := w.set(iface, stay); err != nil {
 			t.Fatal(err)

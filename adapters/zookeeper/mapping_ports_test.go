@@ -12,6 +12,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
 // servable fails t when the core would refuse svc as a whole (convert.ConvertService's *Error:
@@ -159,7 +160,7 @@ func TestDubbo3TooManyPorts(t *testing.T) {
 // instance arrived is not kept.
 func TestEmptyServiceKeepsItsPorts(t *testing.T) {
 	tmpl := template.Must(template.New("h").Parse(DefaultDubboHostTemplate))
-	hd := hostData{Name: dubboName(greeter, "", ""), Namespace: "default", Interface: greeter}
+	hd := hostData{Name: dubboreg.ServiceName(greeter, "", ""), Namespace: "default", Interface: greeter}
 	urls := append(twoProtocolURLs("10.0.0.1"), "rest://10.0.0.1:8080/"+greeter+"?application=greet-server")
 	want := []model.Port{{Number: 8080, Protocol: model.ProtocolHTTP}, {Number: 20880, Protocol: model.ProtocolTCP, Name: "tcp-dubbo"}, {Number: 50051, Protocol: model.ProtocolGRPC}}
 	perms := 0

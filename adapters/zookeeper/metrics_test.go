@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/galleon-mesh/galleon/model"
+	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
 )
 
@@ -75,7 +76,7 @@ func TestRequestsPerChange(t *testing.T) {
 			t.Errorf("listing %d interfaces took %v reads, want %v", services, got, want)
 		}
 		target := iface(services / 2)
-		name := dubboName(target, "", "")
+		name := dubboreg.ServiceName(target, "", "")
 		for c := range changes {
 			before := counterSum(t, reg, "galleon_zookeeper_requests_total", nil)
 			addr := fmt.Sprintf("10.9.0.%d", c+1)
