@@ -2,6 +2,7 @@ package registrytest
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -38,9 +39,22 @@ type Proxy struct {
 // when the test ends, after every goroutine it started has returned.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := ListenProxy(t, "127.0.0.1:0", target)
 	if err != nil {
-		t.Fatalf("proxy to %s: %v", target, err)
+		t.Fatal(err)
+	}
+	return p
+}
+
+// ListenProxy is NewProxy listening on addr ("host:port"), for clients that derive one port of
+// a registry from another (Nacos's: gRPC on the HTTP port + 1000), so that two proxies can
+// stand where the two ports would. It returns why it cannot listen there (a port taken: try
+// another) rather than failing the test.
+func ListenProxy(t testing.TB, addr, target string) (*Proxy, error) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy to %s: %w", target, err)
 	}
 	p := &Proxy{target: target, lis: lis, conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
@@ -50,7 +64,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 		p.cut()
 		p.wg.Wait()
 	})
-	return p
+	return p, nil
 }
 
 // Addr is the address the adapter should dial.

@@ -130,3 +130,34 @@ func TestProxySilence(t *testing.T) {
 		t.Fatalf("after Restore: %q, %v", got, err)
 	}
 }
+
+// TestListenProxy: a proxy listens where it is told, and says why it cannot.
+func TestListenProxy(t *testing.T) {
+	target := echoServer(t)
+	p := NewProxy(t, target)
+	q, err := ListenProxy(t, p.Addr(), target)
+	if err == nil || q != nil {
+		t.Fatalf("a second proxy on %s: %v, %v; want an error", p.Addr(), q, err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	q, err = ListenProxy(t, addr, target)
+	if err != nil {
+		t.Skipf("port %s taken meanwhile: %v", addr, err)
+	}
+	if q.Addr() != addr {
+		t.Fatalf("Addr %s, want %s", q.Addr(), addr)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := roundTrip(c, "hello"); err != nil || got != "hello\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+}
