@@ -2,7 +2,7 @@
 #
 # Two tiers of tests: a plain `go test ./...` in the repository root is the fast one (no outside
 # server, nothing installed; the real-server tests skip and say so), and `make test` runs
-# everything: GALLEON_REAL_SERVERS=1 turns the Consul, Eureka and ZooKeeper tests on, and istiod,
+# everything: GALLEON_REAL_SERVERS=1 turns the Consul, Eureka, Nacos and ZooKeeper tests on, and istiod,
 # the Kubernetes API server and the rest are built or installed first.
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -22,7 +22,7 @@ export GOWORK := off
 MODULES := . bench docs/example-adapter scripts/tools/buildshare scripts/tools/images test test/legacymcp
 UNIT_MODULES := $(filter-out test test/legacymcp scripts/tools/images,$(MODULES))
 
-.PHONY: help build test unit vet lint e2e istiod kube consul eureka zookeeper proto deps tidy fuzz fuzz-short images images-test fresh-machine demo
+.PHONY: help build test unit vet lint e2e istiod kube consul eureka nacos zookeeper proto deps tidy fuzz fuzz-short images images-test fresh-machine demo
 help: ## list targets
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
@@ -50,7 +50,7 @@ lint: deps ## staticcheck (pinned in scripts/tools/lint, checks in staticcheck.c
 zookeeper: ## make sure ZooKeeper can be started (installs the Debian zookeeper package when missing; ~10 s)
 	$(DEVTOOL) zookeeper classpath >/dev/null
 
-unit: deps consul eureka zookeeper ## unit and protocol tests of every module but the end-to-end ones, race detector on, the Consul, Eureka and ZooKeeper tests against a real consul, polaris-server and ZooKeeper (GALLEON_REAL_SERVERS=1)
+unit: deps consul eureka nacos zookeeper ## unit and protocol tests of every module but the end-to-end ones, race detector on, the Consul, Eureka, Nacos and ZooKeeper tests against a real consul, polaris-server (its Eureka and Nacos APIs) and ZooKeeper (GALLEON_REAL_SERVERS=1)
 	for m in $(UNIT_MODULES); do (cd $$m && $(GO) test -race -count=1 ./...); done
 
 # The istiod releases every e2e test runs against (docs/istiod-releases.md); 1.30-b01690e (the 1.30
@@ -73,6 +73,8 @@ consul: ## build and cache consul 1.22.6 from the Go module proxy, outside the r
 eureka: ## build and cache polaris-server 1.18.1, the Eureka API server of the Eureka adapter's tests, from the Go module proxy, outside the repo (once; ~2.5 min cold)
 	$(DEVTOOL) build polaris-server >/dev/null
 
+nacos: eureka ## the Nacos API server of the Nacos adapter's tests: the same polaris-server (its service-nacos API, HTTP and gRPC)
+
 e2e: deps istiod kube ## end-to-end and conformance tests against real istiods (E2E_ISTIOD_RELEASES, or GALLEON_ISTIOD_RELEASES), the chart on a real kube-apiserver, and the provisioning tool's failure paths
 	GALLEON_ISTIOD_RELEASES=$${GALLEON_ISTIOD_RELEASES:-$(E2E_ISTIOD_RELEASES)} GO=$(GO) $(DEVTOOL) test-report test -count=1 -parallel 4 ./...
 	GO=$(GO) $(DEVTOOL) test-report test/legacymcp -count=1 ./...
@@ -94,6 +96,6 @@ test: vet lint unit fuzz-short images-test e2e ## every test: static analysis, u
 fresh-machine: ## rehearse a new user's first run: clone HEAD to a temp dir, run make demo and make test with empty Go and tool caches, print the time of each
 	$(DEVTOOL) fresh-machine
 
-demo: ## galleon-file, then galleon-consul on a Consul agent, then galleon-zookeeper on ZooKeeper (Dubbo providers), then galleon-eureka on two Eureka servers (polaris-server), feed a real istiod: see services, endpoint changes, a new port, a failing health check, removals, a ZooKeeper session expiry, an instance out of service and a Eureka server failover arrive (DEMO_KEEP=1 leaves it running)
+demo: ## galleon-file, then galleon-consul on a Consul agent, then galleon-zookeeper on ZooKeeper (Dubbo providers), then galleon-eureka on two Eureka servers (polaris-server), then galleon-nacos on a Nacos API server (polaris-server, services registered with Nacos's official Go client), feed a real istiod: see services, endpoint changes, a new port, a failing health check, removals, a ZooKeeper session expiry, an instance out of service, a Eureka server failover, a disabled Nacos instance and a new Nacos group arrive (DEMO_KEEP=1 leaves it running)
 	$(DEVTOOL) deps . test # the modules it builds, fetched under the stall watchdog (go run would wait forever on a request the proxy never answers)
 	cd test && $(GO) run ./demo

@@ -1,13 +1,14 @@
 // Command demo is Galleon's demo: galleon-file, then galleon-consul, then galleon-zookeeper, then
-// galleon-eureka feed a real istiod 1.29.2, and every registry change shows up in istiod.
+// galleon-eureka, then galleon-nacos feed a real istiod 1.29.2, and every registry change shows up
+// in istiod.
 //
 //	cd test && go run ./demo          (or: make demo)
 //	DEMO_KEEP=1 go run ./demo         leave every server, adapter and istiod running afterwards
 //
-// It builds galleon-file, galleon-consul, galleon-zookeeper, galleon-eureka and galleonctl, and gets
-// istiod, Consul 1.22.6, ZooKeeper and polaris-server 1.18.1 (a Eureka API server) from the test
-// harnesses (test/istiod, consultest, zktest, eurekatest), which build or install them when they
-// are missing. Four acts:
+// It builds galleon-file, galleon-consul, galleon-zookeeper, galleon-eureka, galleon-nacos and
+// galleonctl, and gets istiod, Consul 1.22.6, ZooKeeper and polaris-server 1.18.1 (a Eureka API
+// and a Nacos API server) from the test harnesses (test/istiod, consultest, zktest, eurekatest,
+// nacostest), which build or install them when they are missing. Five acts:
 //
 //   - file: what Galleon serves (galleonctl), what istiod holds (/debug/configz), an instance that
 //     moves (an EDS-only update: no full push), a new port (one full push), a removed service;
@@ -17,7 +18,9 @@
 //     session expiring while providers change (it relists; EDS-only), its log and metrics;
 //   - Eureka: two polaris-servers A and B (every change made in both, as a Eureka cluster's peers
 //     would copy it), an instance taken OUT_OF_SERVICE (EDS-only), then A crashes (SIGKILL) and
-//     an instance registered in B alone reaches istiod through B (EDS-only).
+//     an instance registered in B alone reaches istiod through B (EDS-only);
+//   - Nacos: polaris-server's Nacos API, services registered through Nacos's official Go client
+//     (gRPC), an instance disabled (EDS-only), a service in a new group, a removed service.
 //
 // Every step is checked: the demo exits non-zero, with one line saying what did not happen and
 // the tail of every log, if anything does not happen as told. Processes are stopped on exit,
@@ -114,7 +117,7 @@ func newDemo() (*demo, error) {
 	return d, nil
 }
 
-// tell tells the four stories, in order.
+// tell tells the five stories, in order.
 func (d *demo) tell(ctx context.Context) error {
 	d.say("%sGalleon demo%s: Galleon's file adapter (galleon-file) serves the services of a directory of", d.bold, d.resetSGR)
 	d.say(`YAML files to a real istiod %s over MCP-over-xDS (istiod's configSources: xds://...).
@@ -122,10 +125,13 @@ We edit the files and watch each change arrive in istiod. Then Galleon's Consul 
 (galleon-consul) does the same for a Consul 1.22.6 catalog: health checks fail and recover,
 a service is deregistered. Then Galleon's ZooKeeper adapter (galleon-zookeeper) serves Dubbo
 providers registered in ZooKeeper 3.8: a provider leaves, and its ZooKeeper session expires
-while providers change. Last, Galleon's Eureka adapter (galleon-eureka) serves an application
+while providers change. Then Galleon's Eureka adapter (galleon-eureka) serves an application
 registered in two Eureka API servers (polaris-server 1.18.1): an instance is taken out of
-service, then the server galleon-eureka reads crashes and the other one takes over.`, istiod.Version)
-	for _, act := range []func(context.Context) error{d.fileAct, d.consulAct, d.zookeeperAct, d.eurekaAct} {
+service, then the server galleon-eureka reads crashes and the other one takes over. Last,
+Galleon's Nacos adapter (galleon-nacos) serves services registered through Nacos's official Go
+client in a Nacos API server (polaris-server's): an instance is disabled, a service appears in
+a new group, another is removed.`, istiod.Version)
+	for _, act := range []func(context.Context) error{d.fileAct, d.consulAct, d.zookeeperAct, d.eurekaAct, d.nacosAct} {
 		if err := act(ctx); err != nil {
 			return err
 		}

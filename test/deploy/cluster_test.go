@@ -154,6 +154,7 @@ stringData:
 		{"galleon-consul", []string{"--set", "adapter.args={--log-format=json,--consul-address=consul-server.consul.svc:8500}"}},
 		{"galleon-zookeeper", []string{"--set", "adapter.args={--log-format=json,--zk-servers=zookeeper.zk.svc:2181}"}},
 		{"galleon-eureka", []string{"--set", "adapter.args={--log-format=json,--eureka-urls=http://eureka.eureka.svc:8761/eureka}"}},
+		{"galleon-nacos", []string{"--set", "adapter.args={--log-format=json,--nacos-servers=nacos.nacos.svc:8848}"}},
 	}
 	stored := map[string]applied{}
 	for _, a := range adapters {

@@ -47,7 +47,7 @@ func TestAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"galleon-consul", "galleon-eureka", "galleon-file", "galleon-zookeeper"}
+	want := []string{"galleon-consul", "galleon-eureka", "galleon-file", "galleon-nacos", "galleon-zookeeper"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Adapters = %v, want %v", got, want)
 	}

@@ -1,0 +1,1 @@
+HealthCheckResponseUS{"resultCode":200,"errorCode":0,"success":true,"message":"success","requestId":"2"}

@@ -1,0 +1,1 @@
+ServerCheckResponseèå{"resultCode":200,"errorCode":0,"success":true,"message":"success","requestId":"1","connectionId":"1795766052540_127.0.0.1_34274_127.0.0.1"}

@@ -1,0 +1,1 @@
+ServiceListResponse{y{"resultCode":200,"errorCode":0,"success":true,"message":"success","requestId":"9","count":1,"serviceNames":["wiretest"]}

@@ -1,0 +1,1 @@
+SubscribeServiceResponseýú{"resultCode":200,"errorCode":0,"success":false,"message":"success","requestId":"3","serviceInfo":{"name":"wiretest","groupName":"DEFAULT_GROUP","clusters":"","hosts":[],"checksum":"","cacheMillis":0,"lastRefTime":0,"reachProtectionThreshold":false}}
