@@ -39,6 +39,7 @@ func commands() []command {
 		{"sync-floor", "the initial sync of N sinks against a null source in its own process", runSyncFloor},
 		{"scale", "the core's BenchmarkInstanceChange at several scales: markdown, TSV and the PNG", runScale},
 		{"eureka", "galleon-eureka's polling against a real Eureka server (polaris-server): bytes, latency, server CPU", runEureka},
+		{"nacos", "galleon-nacos against a real Nacos API server (polaris-server): start, pushes per change, latency, memory", runNacos},
 		{"zookeeper", "galleon-zookeeper against a real ZooKeeper 3.8: listing, changes, watches, a session expiry", runZooKeeper},
 	}
 }

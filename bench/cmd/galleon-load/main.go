@@ -1,6 +1,6 @@
 // Command galleon-load measures a running Galleon source the way istiod
 // uses it: it connects N sinks, waits for the initial state, changes one
-// service in the source's registry (files, ZooKeeper or Eureka) N times and
+// service in the source's registry (files, ZooKeeper, Eureka or Nacos) N times and
 // reports how long each change took to reach every sink, the bytes sent
 // and the source's memory.
 //
@@ -44,6 +44,23 @@
 //	galleon-eureka --eureka-urls http://127.0.0.1:8761/eureka --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
 //	galleon-load run --addr 127.0.0.1:16010 --eureka-url http://127.0.0.1:8761/eureka --sinks 10 --protocol delta \
 //	  --changes 50 --interval-jitter 10s --metrics http://127.0.0.1:16014/metrics
+//
+// Against Nacos, nacos-generate registers the registry through a running Nacos server's gRPC
+// API (its HTTP port + 1000): services load-00000... and load-target in one namespace and group,
+// one InstanceRequest each, ephemeral instances held by its connection (no heartbeat needed; the
+// server drops them when it stops), then keeps running to make --churn changes a second (a new
+// metadata value, or weight, of one instance each) until it is stopped. Each change of run
+// --nacos-server registers the run's own instance of load-target (registered at its start,
+// dropped at its end) again with a new metadata value ("churn", a token of the run and the change);
+// the run finds the version holding it with a stream of its own that looks for the token among
+// the endpoints' labels, and times each change to the server listing it too. A Nacos API
+// server: PolarisMesh's polaris-server, as adapters/nacos/nacostest runs it (`galleon-bench
+// nacos` runs one).
+//
+//	galleon-load nacos-generate --nacos-server 127.0.0.1:8848 --services 10000 --instances 10 --churn 10 &
+//	galleon-nacos --nacos-servers 127.0.0.1:8848 --listen 127.0.0.1:16010 --http 127.0.0.1:16014 &
+//	galleon-load run --addr 127.0.0.1:16010 --nacos-server 127.0.0.1:8848 --sinks 10 --protocol delta \
+//	  --changes 50 --interval-jitter 1s --metrics http://127.0.0.1:16014/metrics
 //
 // galleon-load floor is a null source in a process of its own: it copies a running source's
 // first SotW and Delta responses once and answers every subscription with them, so that run
@@ -139,6 +156,30 @@ func main() {
 		}
 		fmt.Printf("stopped: %d renewals (%d failed, %d re-registered after a 404, %d first ones before the server listed the instance), %d changes (%d failed), renewals at worst %v behind schedule\n",
 			st.Renewals, st.RenewFailures, st.Reregistered, st.NotYetListed, st.Changes, st.ChangeFailures, st.MaxBehind.Round(time.Millisecond))
+	case "nacos-generate":
+		fs := flag.NewFlagSet("nacos-generate", flag.ExitOnError)
+		cfg := loadgen.NacosGenerateConfig{Progress: os.Stderr}
+		fs.StringVar(&cfg.Server, "nacos-server", "127.0.0.1:8848", "the Nacos server's HTTP address, host:port (what Nacos clients are given): its service and instance lists are read there")
+		fs.StringVar(&cfg.GRPC, "nacos-grpc", "", "the server's gRPC address, where the instances are registered (default: --nacos-server's port + 1000)")
+		fs.StringVar(&cfg.Namespace, "namespace", loadgen.DefaultNacosNamespace, "Nacos namespace (ID) to register in")
+		fs.StringVar(&cfg.Group, "group", loadgen.DefaultNacosGroup, "Nacos group to register in")
+		fs.IntVar(&cfg.Services, "services", 10000, "number of services (load-00000, ...), besides "+loadgen.NacosTargetService)
+		fs.IntVar(&cfg.Instances, "instances", 10, "instances per service, at most 250")
+		fs.IntVar(&cfg.Concurrency, "concurrency", loadgen.DefaultNacosConcurrency, "requests in flight: registrations and churn changes, one instance each")
+		fs.Float64Var(&cfg.Churn, "churn", 0, "changes a second once everything is listed, each one instance of a generated service registered again; 0: none")
+		fs.StringVar(&cfg.ChurnKind, "churn-kind", loadgen.NacosChurnMetadata, "what a churn change changes: metadata (the key \"churn\") or weight")
+		fs.DurationVar(&cfg.ReportInterval, "report-interval", 10*time.Second, "print the churn's counts this often once registered")
+		_ = fs.Parse(os.Args[2:])
+		cfg.Registered = func(st loadgen.NacosGenerateStats) {
+			fmt.Printf("registered %d services x %d instances and %s on %s: %d instances in %v (%d retried, %d registered again), all listed %v after the start; churning %g changes a second until stopped\n",
+				cfg.Services, cfg.Instances, loadgen.NacosTargetService, cfg.Server, st.Registered, st.RegisterTook.Round(time.Millisecond), st.Retries,
+				st.Reregistered, st.Listed.Round(time.Millisecond), cfg.Churn)
+		}
+		st, err := loadgen.NacosGenerate(ctx, cfg)
+		if err != nil {
+			fail(err.Error())
+		}
+		fmt.Printf("stopped: %d changes (%d failed), at most %d behind schedule\n", st.Changes, st.ChangeFailures, st.MaxBehind)
 	case "run":
 		fs := flag.NewFlagSet("run", flag.ExitOnError)
 		cfg := loadgen.RunConfig{Progress: os.Stderr}
@@ -154,21 +195,34 @@ func main() {
 		fs.StringVar(&cfg.ZKRoot, "zk-root", "", "the source's --zk-root (default /dubbo for dubbo, /services for curator)")
 		eurekaURL := fs.String("eureka-url", "", "base URL of a Eureka server the source reads, to make changes in (instead of --dir; register the registry with eureka-generate, and keep it running)")
 		eurekaNamespace := fs.String("eureka-namespace", "default", "the source's --namespace (with --eureka-url)")
-		jitter := fs.Duration("interval-jitter", 0, "with --eureka-url: a random extra pause of up to this after each change, so that changes fall at every point of the source's poll cycle; give its --eureka-poll-interval")
+		nacosServer := fs.String("nacos-server", "", "HTTP address (host:port) of a Nacos server the source reads, to make changes in (instead of --dir; register the registry with nacos-generate)")
+		nacosGRPC := fs.String("nacos-grpc", "", "with --nacos-server: the server's gRPC address (default: its port + 1000)")
+		nacosNamespace := fs.String("nacos-namespace", loadgen.DefaultNacosNamespace, "with --nacos-server: the namespace nacos-generate registered in")
+		nacosGroup := fs.String("nacos-group", loadgen.DefaultNacosGroup, "with --nacos-server: the group nacos-generate registered in")
+		jitter := fs.Duration("interval-jitter", 0, "with --eureka-url or --nacos-server: a random extra pause of up to this after each change, so that changes fall at every point of the source's poll cycle (its --eureka-poll-interval) or the server's cache refresh")
 		fs.IntVar(&cfg.Changes, "changes", 100, "changes to make, one at a time")
 		fs.DurationVar(&cfg.Interval, "interval", 50*time.Millisecond, "pause after each change has reached every sink")
-		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change; with --eureka-url, its Eureka requests over the changes)")
+		fs.StringVar(&cfg.MetricsURL, "metrics", "", "the source's /metrics URL, to report its resident memory (and, with --zk-servers, its ZooKeeper requests per change; with --eureka-url, its Eureka requests over the changes; with --nacos-server, its Nacos pushes and requests over them)")
 		fs.DurationVar(&cfg.Timeout, "timeout", time.Minute, "longest wait for the initial sync or one change")
 		_ = fs.Parse(os.Args[2:])
 		cfg.ZKServers = splitList(*zkServers)
 		given := 0
-		for _, set := range []bool{cfg.Dir != "", len(cfg.ZKServers) > 0, *eurekaURL != ""} {
+		for _, set := range []bool{cfg.Dir != "", len(cfg.ZKServers) > 0, *eurekaURL != "", *nacosServer != ""} {
 			if set {
 				given++
 			}
 		}
 		if given > 1 {
-			fail("run: give one of --dir, --zk-servers and --eureka-url: the registry the source serves")
+			fail("run: give one of --dir, --zk-servers, --eureka-url and --nacos-server: the registry the source serves")
+		}
+		if *nacosServer != "" {
+			rep, err := loadgen.RunNacos(ctx, loadgen.NacosRunConfig{RunConfig: cfg, Server: *nacosServer, GRPC: *nacosGRPC,
+				Namespace: *nacosNamespace, Group: *nacosGroup, IntervalJitter: *jitter})
+			if err != nil {
+				fail(err.Error())
+			}
+			fmt.Print(rep.String())
+			return
 		}
 		if *eurekaURL != "" {
 			rep, err := loadgen.RunEureka(ctx, loadgen.EurekaRunConfig{RunConfig: cfg, URL: *eurekaURL, Namespace: *eurekaNamespace, IntervalJitter: *jitter})
@@ -222,7 +276,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|eureka-generate|run|floor|attack [flags]   (galleon-load run -h for the flags)")
+	fmt.Fprintln(os.Stderr, "usage: galleon-load generate|zk-generate|eureka-generate|nacos-generate|run|floor|attack [flags]   (galleon-load run -h for the flags)")
 	os.Exit(2)
 }
 

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,8 +33,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
-	"github.com/galleon-mesh/galleon/internal/loadtest"
-	"github.com/galleon-mesh/galleon/internal/xdsclient"
 )
 
 // TargetApp is the application a run changes in a Eureka registry; the
@@ -157,14 +154,7 @@ func newEurekaClient(base string, conns int) (*eurekatest.Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("--eureka-url %q: want the server's base URL, http(s)://host:port/eureka (what clients call its serviceUrl)", base)
 	}
-	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        conns,
-		MaxIdleConnsPerHost: conns,
-		IdleConnTimeout:     90 * time.Second,
-	}
-	return eurekatest.NewClient(base, &http.Client{Transport: tr, Timeout: eurekaRequestTimeout}), nil
+	return eurekatest.NewClient(base, pooledHTTPClient(conns, eurekaRequestTimeout)), nil
 }
 
 // eurekaHashcode finds apps__hashcode in the head of a JSON listing.
@@ -340,8 +330,9 @@ type eurekaGenerator struct {
 	// lastOK is when a request last succeeded (UnixNano).
 	lastOK atomic.Int64
 
-	mu       sync.Mutex
-	firstErr error
+	firstError
+
+	mu sync.Mutex
 	// queues are the renewals to make: [firstQ] the first of each instance,
 	// firstRenewal after its registration, [laterQ] the others,
 	// RenewInterval after the one before. Each is in the order its
@@ -397,20 +388,6 @@ func (g *eurekaGenerator) churned(n int64) eurekaInstance {
 	i, j := c%g.cfg.Apps, c/g.cfg.Apps
 	app := eurekaApp(i)
 	return eurekaInstance{app: app, id: eurekaInstanceID(app, j), ip: filegen.InstanceAddr(i, j), churn: n, lease: leaseOf(g.cfg.LeaseDuration)}
-}
-
-func (g *eurekaGenerator) fail(err error) {
-	g.mu.Lock()
-	if g.firstErr == nil {
-		g.firstErr = err
-	}
-	g.mu.Unlock()
-}
-
-func (g *eurekaGenerator) err() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.firstErr
 }
 
 // renewLater queues the renewal of instance k: its first (after its
@@ -599,7 +576,7 @@ func (g *eurekaGenerator) send(ctx context.Context, ch chan<- func(context.Conte
 // not bring it back): the whole application is never listed. Early on,
 // with few instances, it keeps up.
 func (g *eurekaGenerator) registerAll(ctx context.Context) error {
-	prog := &eurekaProgress{w: g.cfg.Progress, total: g.total, start: time.Now(), last: time.Now()}
+	prog := newRegisterProgress(g.cfg.Progress, "eureka-generate", g.total)
 	gen := g.cfg.Apps * g.cfg.Instances
 	first := []int{gen}
 	var rest []int
@@ -627,7 +604,7 @@ func (g *eurekaGenerator) registerAll(ctx context.Context) error {
 
 // register registers the instances keys, and returns once all have been,
 // or once one failed.
-func (g *eurekaGenerator) register(ctx context.Context, keys []int, prog *eurekaProgress) error {
+func (g *eurekaGenerator) register(ctx context.Context, keys []int, prog *registerProgress) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -670,17 +647,13 @@ func (g *eurekaGenerator) register(ctx context.Context, keys []int, prog *eureka
 
 // registerRetrying registers in, trying again after a failure.
 func (g *eurekaGenerator) registerRetrying(ctx context.Context, in eurekaInstance) error {
-	var err error
-	for attempt := 1; attempt <= eurekaAttempts; attempt++ {
-		if err = g.c.Register(ctx, in.registration()); err == nil {
-			g.lastOK.Store(time.Now().UnixNano())
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt) * time.Second):
-		}
+	err := retried(ctx, eurekaAttempts, func() error { return g.c.Register(ctx, in.registration()) }, nil)
+	if err == nil {
+		g.lastOK.Store(time.Now().UnixNano())
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	return fmt.Errorf("registering %s/%s failed %d times, the last: %w", in.app, in.id, eurekaAttempts, err)
 }
@@ -833,39 +806,15 @@ func (g *eurekaGenerator) change(ctx context.Context, in eurekaInstance) {
 	g.lastOK.Store(time.Now().UnixNano())
 }
 
-// eurekaProgress prints how far the registration got, every 10% or every
-// second.
-type eurekaProgress struct {
-	w     io.Writer
-	total int
-	start time.Time
-
-	mu   sync.Mutex
-	done int
-	last time.Time
-}
-
-func (p *eurekaProgress) add() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	before := p.done * 10 / p.total
-	p.done++
-	now := time.Now()
-	if p.done*10/p.total == before && now.Sub(p.last) < time.Second {
-		return
-	}
-	p.last = now
-	el := now.Sub(p.start)
-	fmt.Fprintf(p.w, "eureka-generate: %d/%d instances registered (%d%%), %v, %.0f a second\n",
-		p.done, p.total, p.done*100/p.total, el.Round(time.Millisecond), float64(p.done)/max(el.Seconds(), 1e-3))
-}
-
 // eurekaChanger moves the first instance (by id) of TargetApp, one
 // registration per change.
 type eurekaChanger struct {
 	c   *eurekatest.Client
 	app string
 	id  string
+	// key is the namespace/name of the target's ServiceEntry (namespace "default" unless
+	// the run says otherwise).
+	key string
 	v0  int // the variant the mover had when the run began (0: not moved)
 	// lease is the mover's, as listed: a change keeps it.
 	lease eurekaLease
@@ -895,7 +844,8 @@ func newEurekaChanger(ctx context.Context, base string) (*eurekaChanger, error) 
 			break
 		}
 	}
-	ch := &eurekaChanger{c: c, app: TargetApp, id: mover.InstanceID, v0: moverVariant(mover.IPAddr), lease: leaseOf(DefaultLeaseDuration)}
+	ch := &eurekaChanger{c: c, app: TargetApp, id: mover.InstanceID, key: "default/" + serviceNameOf(TargetApp),
+		v0: moverVariant(mover.IPAddr), lease: leaseOf(DefaultLeaseDuration)}
 	if d := mover.LeaseDuration(); d > 0 {
 		ch.lease = leaseOf(d)
 	}
@@ -914,6 +864,26 @@ func (ch *eurekaChanger) Change(ctx context.Context, i int) (time.Time, string, 
 }
 
 func (ch *eurekaChanger) Close() { ch.c.Close() }
+
+// served returns the target's endpoint addresses.
+func (ch *eurekaChanger) served(name string, se *networkingv1alpha3.ServiceEntry) []string {
+	if name != ch.key {
+		return nil
+	}
+	var out []string
+	for _, ep := range se.GetEndpoints() {
+		out = append(out, ep.GetAddress())
+	}
+	return out
+}
+
+func (ch *eurekaChanger) unserved(addr string) string {
+	return fmt.Sprintf("%s was never served with an endpoint at %s", ch.key, addr)
+}
+
+func (ch *eurekaChanger) about(addr string) string {
+	return fmt.Sprintf("instance %s of %s moved to %s", ch.id, ch.app, addr)
+}
 
 // listed waits until the server lists the mover at addr in GET
 // /apps/{TargetApp}, asking every eurekaVisiblePoll, and returns when it
@@ -974,22 +944,13 @@ type EurekaReport struct {
 }
 
 // ListedPercentile is the p-th percentile of Listed.
-func (r *EurekaReport) ListedPercentile(p int) time.Duration {
-	if len(r.Listed) == 0 {
-		return 0
-	}
-	return r.Listed[max((len(r.Listed)*p+99)/100-1, 0)]
-}
+func (r *EurekaReport) ListedPercentile(p int) time.Duration { return percentile(r.Listed, p) }
 
 // String renders the report for people.
 func (r *EurekaReport) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sinks=%d protocol=%s registry=%s\n", r.Sinks, r.Protocol, r.Registry)
-	fmt.Fprintf(&b, "initial sync of all sinks: %v (%d bytes per sink)\n", r.InitialSync.Round(time.Microsecond), r.SyncBytes)
+	r.writeHead(&b)
 	if len(r.Latencies) > 0 {
-		fmt.Fprintf(&b, "registry change -> every sink (%d changes): p50 %v  p99 %v  max %v  (%d bytes per sink per change)\n",
-			len(r.Latencies), r.Percentile(50).Round(time.Microsecond), r.Percentile(99).Round(time.Microsecond),
-			r.Latencies[len(r.Latencies)-1].Round(time.Microsecond), r.ChangeBytes)
 		fmt.Fprintf(&b, "registry change -> listed by the server (GET /apps/%s every %v): p50 %v  p99 %v  max %v\n",
 			TargetApp, eurekaVisiblePoll, r.ListedPercentile(50).Round(time.Millisecond), r.ListedPercentile(99).Round(time.Millisecond),
 			r.Listed[len(r.Listed)-1].Round(time.Millisecond))
@@ -998,110 +959,8 @@ func (r *EurekaReport) String() string {
 	if r.Polls != nil {
 		fmt.Fprintf(&b, "eureka requests over the changes: %.0f delta, %.0f full\n", r.Polls["delta"], r.Polls["full"])
 	}
-	if r.SourceRSS > 0 {
-		fmt.Fprintf(&b, "source resident memory: %.1f MiB\n", r.SourceRSS/(1<<20))
-	}
+	r.writeRSS(&b)
 	return b.String()
-}
-
-// eurekaWatcher is a Delta stream that decodes what the sinks skip: it
-// finds the version in which the target's ServiceEntry first holds each
-// address. A run against a churning registry needs it: the version moves on
-// with every churn change too, so "the version changed" does not say that
-// this change arrived.
-type eurekaWatcher struct {
-	key string // namespace/name of the target's ServiceEntry
-
-	mu      sync.Mutex
-	seen    map[string]watchHit // address -> where it first appeared
-	err     error
-	changed chan struct{} // closed and replaced at every update
-}
-
-type watchHit struct {
-	version string
-	at      time.Time
-}
-
-// watch opens the watcher's stream and reads it in a goroutine that ends
-// when ctx is done or the stream fails; stop closes the connection and
-// waits for it.
-func watchTarget(ctx context.Context, addr, typeURL, key string) (w *eurekaWatcher, stop func(), err error) {
-	conn, err := loadtest.Dial(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	st, err := xdsclient.OpenDelta(ctx, conn, xdsclient.NewNode("galleon-load-watch"), []string{typeURL})
-	if err != nil {
-		cancel()
-		conn.Close()
-		return nil, nil, fmt.Errorf("watching %s on %s: %w", key, addr, err)
-	}
-	w = &eurekaWatcher{key: key, seen: map[string]watchHit{}, changed: make(chan struct{})}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.read(st)
-	}()
-	return w, func() { cancel(); conn.Close(); <-done }, nil
-}
-
-func (w *eurekaWatcher) read(st *xdsclient.DeltaStream) {
-	for {
-		resp, err := st.Recv()
-		if err == nil {
-			err = st.ACK(resp)
-		}
-		if err != nil {
-			w.mu.Lock()
-			w.err = err
-			close(w.changed)
-			w.changed = make(chan struct{})
-			w.mu.Unlock()
-			return
-		}
-		for _, r := range resp.Resources {
-			if r.Key() != w.key {
-				continue
-			}
-			m, err := r.Spec()
-			se, ok := m.(*networkingv1alpha3.ServiceEntry)
-			if err != nil || !ok {
-				continue
-			}
-			w.mu.Lock()
-			for _, ep := range se.GetEndpoints() {
-				if _, ok := w.seen[ep.GetAddress()]; !ok {
-					w.seen[ep.GetAddress()] = watchHit{version: resp.SystemVersionInfo, at: resp.Received}
-				}
-			}
-			close(w.changed)
-			w.changed = make(chan struct{})
-			w.mu.Unlock()
-		}
-	}
-}
-
-// wait returns where addr first appeared in the target.
-func (w *eurekaWatcher) wait(ctx context.Context, addr string) (watchHit, error) {
-	for {
-		w.mu.Lock()
-		h, ok := w.seen[addr]
-		err, ch := w.err, w.changed
-		w.mu.Unlock()
-		switch {
-		case ok:
-			return h, nil
-		case err != nil:
-			return h, fmt.Errorf("the watching stream failed: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return h, fmt.Errorf("%s was never served with an endpoint at %s: %w", w.key, addr, ctx.Err())
-		case <-ch:
-		}
-	}
 }
 
 // eurekaRequestsMetric counts the Eureka adapter's requests by server,
@@ -1125,155 +984,44 @@ func scrapeEurekaPolls(ctx context.Context, url string) (map[string]float64, err
 	return out, err
 }
 
-// RunEureka is Run against a source serving a Eureka registry written by
-// EurekaGenerate: it connects the sinks, waits for the initial state, then
-// moves one instance of TargetApp to a new address cfg.Changes times, one
-// registration each, and measures each from the write to the last sink
-// holding it. Which version holds the change is found by a Delta stream of
-// its own that decodes the target's ServiceEntry (the sinks read headers
-// only, and churn moves the version on as well); the sinks are then waited
-// for that version. It also times each change to the server listing it.
+// RunEureka is Run against a source serving a Eureka registry written by EurekaGenerate (see
+// runListed): it moves one instance of TargetApp to a new address cfg.Changes times, one
+// registration each, and times each to the last sink holding it and to the server listing it.
 func RunEureka(ctx context.Context, cfg EurekaRunConfig) (*EurekaReport, error) {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = time.Minute
-	}
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "default"
 	}
-	if cfg.Dir != "" || len(cfg.ZKServers) > 0 {
-		return nil, errors.New("--eureka-url with --dir or --zk-servers: the source serves one registry, give the one it reads")
-	}
-	if !strings.HasSuffix(cfg.TypeURL, "/ServiceEntry") {
-		return nil, fmt.Errorf("--type %q: a run against Eureka reads the target's ServiceEntry, give a ServiceEntry type URL (the source's --output serviceentry)", cfg.TypeURL)
-	}
-	if cfg.Sinks < 1 {
-		return nil, fmt.Errorf("--sinks %d: want at least 1", cfg.Sinks)
-	}
-	dialSink, err := sinkDialer(cfg.Protocol)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	rep := &EurekaReport{Report: Report{Sinks: cfg.Sinks, Protocol: cfg.Protocol, Registry: "eureka"}}
-	// The changer first: a registry without the target fails the run before
-	// any sink connects.
-	ch, err := newEurekaChanger(ctx, cfg.URL)
-	if err != nil {
-		return nil, err
-	}
-	defer ch.Close()
-	w, stopWatch, err := watchTarget(ctx, cfg.Addr, cfg.TypeURL, cfg.Namespace+"/"+serviceNameOf(TargetApp))
-	if err != nil {
-		return nil, err
-	}
-	defer stopWatch()
-
-	sinks, closeSinks, err := syncSinks(ctx, dialSink, cfg.Addr, cfg.TypeURL, cfg.Sinks, cfg.Timeout, &rep.Report)
-	defer closeSinks()
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(cfg.Progress, "%d %s sinks synced in %v\n", cfg.Sinks, cfg.Protocol, rep.InitialSync.Round(time.Microsecond))
-	if cfg.Changes <= 0 {
-		return rep, scrapeRSS(ctx, cfg.MetricsURL, &rep.Report)
-	}
+	rep := &EurekaReport{}
 	var polls0 map[string]float64
+	run := listedRun{
+		flag: "--eureka-url", name: "Eureka", typeHint: " (the source's --output serviceentry)",
+		open: func(ctx context.Context) (listedChanger, error) {
+			ch, err := newEurekaChanger(ctx, cfg.URL)
+			if err != nil {
+				return nil, err
+			}
+			ch.key = cfg.Namespace + "/" + serviceNameOf(TargetApp)
+			return ch, nil
+		},
+		verify: func(ctx context.Context, rc RunConfig, addrs []string) error { return verifyTarget(ctx, rc, addrs) },
+	}
 	if cfg.MetricsURL != "" {
-		if polls0, err = scrapeEurekaPolls(ctx, cfg.MetricsURL); err != nil {
-			return nil, fmt.Errorf("reading the source's metrics: %w", err)
+		run.before = func(ctx context.Context) (err error) {
+			polls0, err = scrapeEurekaPolls(ctx, cfg.MetricsURL)
+			return err
+		}
+		run.after = func(ctx context.Context) error {
+			polls, err := scrapeEurekaPolls(ctx, cfg.MetricsURL)
+			rep.Polls = diffCounts(polls, polls0)
+			return err
 		}
 	}
-	var addrs []string
-	updates0 := sinks[0].Count()
-	for i := 1; i <= cfg.Changes; i++ {
-		t0, addr, err := ch.Change(ctx, i)
-		if err != nil {
-			return nil, fmt.Errorf("change %d: %w", i, err)
-		}
-		addrs = append(addrs, addr)
-		lat, listed, size, err := eurekaChangeLatency(ctx, cfg.Timeout, ch, w, sinks, t0, addr)
-		if err != nil {
-			return nil, fmt.Errorf("change %d (instance %s of %s moved to %s): %w", i, ch.id, TargetApp, addr, err)
-		}
-		rep.Latencies = append(rep.Latencies, lat)
-		rep.Listed = append(rep.Listed, listed)
-		rep.ChangeBytes = size
-		rep.Changes++
-		if i%10 == 0 {
-			fmt.Fprintf(cfg.Progress, "%d/%d changes\n", i, cfg.Changes)
-		}
-		pause := cfg.Interval
-		if cfg.IntervalJitter > 0 {
-			pause += rand.N(cfg.IntervalJitter)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(pause):
-		}
-	}
-	slices.Sort(rep.Latencies)
-	slices.Sort(rep.Listed)
-	if cfg.MetricsURL != "" {
-		polls, err := scrapeEurekaPolls(ctx, cfg.MetricsURL)
-		if err != nil {
-			return nil, fmt.Errorf("reading the source's metrics: %w", err)
-		}
-		rep.Polls = map[string]float64{}
-		for k, v := range polls {
-			rep.Polls[k] = v - polls0[k]
-		}
-	}
-	if err := verifyTarget(ctx, cfg.RunConfig, addrs); err != nil {
+	listed, _, err := runListed(ctx, &cfg.RunConfig, cfg.IntervalJitter, &rep.Report, run)
+	if err != nil {
 		return nil, err
 	}
-	rep.Updates = sinks[0].Count() - updates0
-	return rep, scrapeRSS(ctx, cfg.MetricsURL, &rep.Report)
-}
-
-// eurekaChangeLatency waits for one change: the server listing it, the
-// watcher finding the version that holds it, and every sink holding that
-// version. It returns write -> last sink, write -> listed, and the bytes
-// of that version's response to the last sink.
-func eurekaChangeLatency(ctx context.Context, timeout time.Duration, ch *eurekaChanger, w *eurekaWatcher, sinks []*loadtest.Sink, t0 time.Time, addr string) (sink, listed time.Duration, size int, err error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type listedAt struct {
-		at  time.Time
-		err error
-	}
-	listedc := make(chan listedAt, 1)
-	go func() {
-		at, err := ch.listed(ctx, addr)
-		listedc <- listedAt{at, err}
-	}()
-	hit, err := w.wait(ctx, addr)
-	if err != nil {
-		cancel()
-		<-listedc
-		return 0, 0, 0, err
-	}
-	var last time.Time
-	for k, s := range sinks {
-		a, err := s.Wait(ctx, hit.version)
-		if err != nil {
-			cancel()
-			<-listedc
-			return 0, 0, 0, fmt.Errorf("sink %d never received version %s, in which the target moved (a version skipped, or the sink's stream failed): %w", k, hit.version, err)
-		}
-		if a.At.After(last) {
-			last, size = a.At, a.Bytes
-		}
-	}
-	l := <-listedc
-	if l.err != nil {
-		return 0, 0, 0, l.err
-	}
-	return last.Sub(t0), l.at.Sub(t0), size, nil
+	rep.Listed = listed
+	return rep, nil
 }
 
 // serviceNameOf is the Eureka adapter's ServiceEntry name of an application

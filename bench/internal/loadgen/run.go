@@ -5,10 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -131,30 +134,13 @@ func (c *RequestCount) PerChange() float64 {
 }
 
 // Percentile returns the p-th percentile latency.
-func (r *Report) Percentile(p int) time.Duration {
-	if len(r.Latencies) == 0 {
-		return 0
-	}
-	i := (len(r.Latencies)*p+99)/100 - 1
-	return r.Latencies[max(i, 0)]
-}
+func (r *Report) Percentile(p int) time.Duration { return percentile(r.Latencies, p) }
 
 // String renders the report for people.
 func (r *Report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sinks=%d protocol=%s", r.Sinks, r.Protocol)
-	if r.Registry != "" {
-		fmt.Fprintf(&b, " registry=%s", r.Registry)
-	}
-	if r.StuckSinks > 0 {
-		fmt.Fprintf(&b, " (and %d stuck sinks that never read)", r.StuckSinks)
-	}
-	b.WriteString("\n")
-	fmt.Fprintf(&b, "initial sync of all sinks: %v (%d bytes per sink)\n", r.InitialSync.Round(time.Microsecond), r.SyncBytes)
+	r.writeHead(&b)
 	if len(r.Latencies) > 0 {
-		fmt.Fprintf(&b, "registry change -> every sink (%d changes): p50 %v  p99 %v  max %v  (%d bytes per sink per change)\n",
-			len(r.Latencies), r.Percentile(50).Round(time.Microsecond), r.Percentile(99).Round(time.Microsecond),
-			r.Latencies[len(r.Latencies)-1].Round(time.Microsecond), r.ChangeBytes)
 		fmt.Fprintf(&b, "updates per sink: %d for %d changes\n", r.Updates, r.Changes)
 	}
 	if c := r.ZKRequests; c != nil {
@@ -164,9 +150,7 @@ func (r *Report) String() string {
 			fmt.Fprintf(&b, "zookeeper requests per change: n/a (the source does not report %s)\n", zkRequestsMetric)
 		}
 	}
-	if r.SourceRSS > 0 {
-		fmt.Fprintf(&b, "source resident memory: %.1f MiB\n", r.SourceRSS/(1<<20))
-	}
+	r.writeRSS(&b)
 	return b.String()
 }
 
@@ -318,41 +302,22 @@ func verifyTarget(ctx context.Context, cfg RunConfig, addrs []string) error {
 	if len(addrs) == 0 || !strings.HasSuffix(cfg.TypeURL, "/ServiceEntry") {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	conn, err := loadtest.Dial(cfg.Addr)
+	entries, err := servedEntries(ctx, cfg)
 	if err != nil {
 		return err
-	}
-	defer conn.Close()
-	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("galleon-load-verify"), []string{cfg.TypeURL})
-	if err != nil {
-		return fmt.Errorf("verifying the last change: %w", err)
-	}
-	resp, err := st.Recv()
-	if err != nil {
-		return fmt.Errorf("verifying the last change: %w", err)
 	}
 	last, prev := addrs[len(addrs)-1], ""
 	if len(addrs) > 1 {
 		prev = addrs[len(addrs)-2]
 	}
 	var at, atPrev []string
-	for _, r := range resp.Resources {
-		m, err := r.Spec()
-		if err != nil {
-			return fmt.Errorf("verifying the last change: %w", err)
-		}
-		se, ok := m.(*networkingv1alpha3.ServiceEntry)
-		if !ok {
-			return fmt.Errorf("verifying the last change: %s holds %T, not ServiceEntries", cfg.TypeURL, m)
-		}
-		for _, ep := range se.GetEndpoints() {
+	for _, e := range entries {
+		for _, ep := range e.se.GetEndpoints() {
 			switch a := ep.GetAddress(); {
 			case a == last:
-				at = append(at, r.Key())
+				at = append(at, e.key)
 			case a == prev && prev != "":
-				atPrev = append(atPrev, r.Key())
+				atPrev = append(atPrev, e.key)
 			}
 		}
 	}
@@ -524,4 +489,441 @@ func syncSinks(ctx context.Context, dialSink dialFunc, addr, typeURL string, n i
 			return sinks, closeSinks, nil
 		}
 	}
+}
+
+// percentile is the p-th percentile of sorted ds, 0 when there are none.
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[max((len(ds)*p+99)/100-1, 0)]
+}
+
+// writeHead writes the report's first lines: the run, the initial sync and, when changes were
+// made, their latency to every sink.
+func (r *Report) writeHead(b *strings.Builder) {
+	fmt.Fprintf(b, "sinks=%d protocol=%s", r.Sinks, r.Protocol)
+	if r.Registry != "" {
+		fmt.Fprintf(b, " registry=%s", r.Registry)
+	}
+	if r.StuckSinks > 0 {
+		fmt.Fprintf(b, " (and %d stuck sinks that never read)", r.StuckSinks)
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(b, "initial sync of all sinks: %v (%d bytes per sink)\n", r.InitialSync.Round(time.Microsecond), r.SyncBytes)
+	if len(r.Latencies) > 0 {
+		fmt.Fprintf(b, "registry change -> every sink (%d changes): p50 %v  p99 %v  max %v  (%d bytes per sink per change)\n",
+			len(r.Latencies), r.Percentile(50).Round(time.Microsecond), r.Percentile(99).Round(time.Microsecond),
+			r.Latencies[len(r.Latencies)-1].Round(time.Microsecond), r.ChangeBytes)
+	}
+}
+
+// writeRSS writes the source's memory, when known.
+func (r *Report) writeRSS(b *strings.Builder) {
+	if r.SourceRSS > 0 {
+		fmt.Fprintf(b, "source resident memory: %.1f MiB\n", r.SourceRSS/(1<<20))
+	}
+}
+
+// diffCounts is after - before, key by key.
+func diffCounts(after, before map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(after))
+	for k, v := range after {
+		out[k] = v - before[k]
+	}
+	return out
+}
+
+// listedChanger makes the changes of a run in a registry that a generator keeps writing
+// (Eureka, Nacos), where the version the sinks receive moves on with the churn as well: each
+// change leaves a value in the served ServiceEntries (an endpoint's address, a label), its key,
+// that a watcher looks for, and the server lists it where the changer can see it.
+type listedChanger interface {
+	changer
+	// listed waits until the server lists change key, and returns when it saw it.
+	listed(ctx context.Context, key string) (time.Time, error)
+	// served returns the keys the ServiceEntry name (namespace/name) holds, of this run's
+	// changes only: what the watcher keeps is bounded by them.
+	served(name string, se *networkingv1alpha3.ServiceEntry) []string
+	// unserved says what the watcher waited for in vain.
+	unserved(key string) string
+	// about names change key in errors.
+	about(key string) string
+}
+
+// listedRun is what RunEureka and RunNacos differ in.
+type listedRun struct {
+	// flag is the registry's flag and name its name, for errors; typeHint says how to make
+	// the source serve ServiceEntries ("" for nothing).
+	flag, name, typeHint string
+	// open makes the changer; it is called first, so that a registry without the target
+	// fails the run before any sink connects.
+	open func(ctx context.Context) (listedChanger, error)
+	// before and after, when not nil, read the source's counters before the first change and
+	// after the last.
+	before, after func(ctx context.Context) error
+	// verify checks, after the changes, that the source serves what the last change made
+	// (keys are the changes', in order).
+	verify func(ctx context.Context, cfg RunConfig, keys []string) error
+}
+
+// runListed is a run against a source serving a registry that a generator keeps writing: it
+// connects the sinks, waits for the initial state, then makes cfg.Changes changes and measures
+// each from the write to the last sink holding it. Which version holds the change is found by
+// a Delta stream of its own that decodes the ServiceEntries (the sinks read headers only, and
+// churn moves the version on as well); the sinks are then waited for that version. It also
+// times each change to the server listing it: listed, and served (the latency less listed,
+// change by change), both sorted. cfg is given its defaults.
+func runListed(ctx context.Context, cfg *RunConfig, jitter time.Duration, rep *Report, r listedRun) (listed, served []time.Duration, err error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Minute
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Dir != "" || len(cfg.ZKServers) > 0 {
+		return nil, nil, fmt.Errorf("%s with --dir or --zk-servers: the source serves one registry, give the one it reads", r.flag)
+	}
+	if !strings.HasSuffix(cfg.TypeURL, "/ServiceEntry") {
+		return nil, nil, fmt.Errorf("--type %q: a run against %s reads the target's ServiceEntry, give a ServiceEntry type URL%s", cfg.TypeURL, r.name, r.typeHint)
+	}
+	if cfg.Sinks < 1 {
+		return nil, nil, fmt.Errorf("--sinks %d: want at least 1", cfg.Sinks)
+	}
+	dialSink, err := sinkDialer(cfg.Protocol)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	*rep = Report{Sinks: cfg.Sinks, Protocol: cfg.Protocol, Registry: strings.ToLower(r.name)}
+	ch, err := r.open(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer ch.Close()
+	w, stopWatch, err := watchValues(ctx, cfg.Addr, cfg.TypeURL, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer stopWatch()
+
+	sinks, closeSinks, err := syncSinks(ctx, dialSink, cfg.Addr, cfg.TypeURL, cfg.Sinks, cfg.Timeout, rep)
+	defer closeSinks()
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(cfg.Progress, "%d %s sinks synced in %v\n", cfg.Sinks, cfg.Protocol, rep.InitialSync.Round(time.Microsecond))
+	if cfg.Changes <= 0 {
+		return nil, nil, scrapeRSS(ctx, cfg.MetricsURL, rep)
+	}
+	if r.before != nil {
+		if err := r.before(ctx); err != nil {
+			return nil, nil, fmt.Errorf("reading the source's metrics: %w", err)
+		}
+	}
+	var keys []string
+	updates0 := sinks[0].Count()
+	for i := 1; i <= cfg.Changes; i++ {
+		t0, key, err := ch.Change(ctx, i)
+		if err != nil {
+			return nil, nil, fmt.Errorf("change %d: %w", i, err)
+		}
+		keys = append(keys, key)
+		lat, l, size, err := changeLatency(ctx, cfg.Timeout, ch, w, sinks, t0, key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("change %d (%s): %w", i, ch.about(key), err)
+		}
+		rep.Latencies = append(rep.Latencies, lat)
+		listed = append(listed, l)
+		served = append(served, lat-l)
+		rep.ChangeBytes = size
+		rep.Changes++
+		if i%10 == 0 {
+			fmt.Fprintf(cfg.Progress, "%d/%d changes\n", i, cfg.Changes)
+		}
+		pause := cfg.Interval
+		if jitter > 0 {
+			pause += rand.N(jitter)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+	slices.Sort(rep.Latencies)
+	slices.Sort(listed)
+	slices.Sort(served)
+	if r.after != nil {
+		if err := r.after(ctx); err != nil {
+			return nil, nil, fmt.Errorf("reading the source's metrics: %w", err)
+		}
+	}
+	if err := r.verify(ctx, *cfg, keys); err != nil {
+		return nil, nil, err
+	}
+	// After the check, which took a round trip: an update a change caused late is counted too.
+	rep.Updates = sinks[0].Count() - updates0
+	return listed, served, scrapeRSS(ctx, cfg.MetricsURL, rep)
+}
+
+// changeLatency waits for one change: the server listing it, the watcher finding the version
+// that holds it, and every sink holding that version. It returns write -> last sink, write ->
+// listed, and the bytes of that version's response to the last sink.
+func changeLatency(ctx context.Context, timeout time.Duration, ch listedChanger, w *valueWatcher, sinks []*loadtest.Sink, t0 time.Time, key string) (sink, listed time.Duration, size int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type listedAt struct {
+		at  time.Time
+		err error
+	}
+	listedc := make(chan listedAt, 1)
+	go func() {
+		at, err := ch.listed(ctx, key)
+		listedc <- listedAt{at, err}
+	}()
+	version, err := w.wait(ctx, key)
+	if err != nil {
+		cancel()
+		<-listedc
+		return 0, 0, 0, err
+	}
+	var last time.Time
+	for k, s := range sinks {
+		a, err := s.Wait(ctx, version)
+		if err != nil {
+			cancel()
+			<-listedc
+			return 0, 0, 0, fmt.Errorf("sink %d never received version %s, which holds the change (a version skipped, or the sink's stream failed): %w", k, version, err)
+		}
+		if a.At.After(last) {
+			last, size = a.At, a.Bytes
+		}
+	}
+	l := <-listedc
+	if l.err != nil {
+		return 0, 0, 0, l.err
+	}
+	return last.Sub(t0), l.at.Sub(t0), size, nil
+}
+
+// valueWatcher is a Delta stream that decodes what the sinks skip: it finds the version in
+// which each of a changer's keys is first served.
+type valueWatcher struct {
+	ch listedChanger
+
+	mu      sync.Mutex
+	seen    map[string]string // key -> the version it first appeared in
+	err     error
+	changed chan struct{} // closed and replaced when a key appears or the stream fails
+}
+
+// watchValues opens the watcher's stream and reads it in a goroutine that ends when ctx is
+// done or the stream fails; stop closes the connection and waits for it.
+func watchValues(ctx context.Context, addr, typeURL string, ch listedChanger) (w *valueWatcher, stop func(), err error) {
+	conn, err := loadtest.Dial(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	st, err := xdsclient.OpenDelta(ctx, conn, xdsclient.NewNode("galleon-load-watch"), []string{typeURL})
+	if err != nil {
+		cancel()
+		conn.Close()
+		return nil, nil, fmt.Errorf("watching %s on %s: %w", typeURL, addr, err)
+	}
+	w = &valueWatcher{ch: ch, seen: map[string]string{}, changed: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.read(st)
+	}()
+	return w, func() { cancel(); conn.Close(); <-done }, nil
+}
+
+func (w *valueWatcher) read(st *xdsclient.DeltaStream) {
+	for {
+		resp, err := st.Recv()
+		if err == nil {
+			err = st.ACK(resp)
+		}
+		if err != nil {
+			w.mu.Lock()
+			w.err = err
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+			return
+		}
+		found := false
+		for _, r := range resp.Resources {
+			m, err := r.Spec()
+			se, ok := m.(*networkingv1alpha3.ServiceEntry)
+			if err != nil || !ok {
+				continue
+			}
+			keys := w.ch.served(r.Key(), se)
+			w.mu.Lock()
+			for _, k := range keys {
+				if _, ok := w.seen[k]; !ok {
+					w.seen[k] = resp.SystemVersionInfo
+					found = true
+				}
+			}
+			w.mu.Unlock()
+		}
+		if found {
+			w.mu.Lock()
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.mu.Unlock()
+		}
+	}
+}
+
+// wait returns the version in which key first appeared.
+func (w *valueWatcher) wait(ctx context.Context, key string) (string, error) {
+	for {
+		w.mu.Lock()
+		v, ok := w.seen[key]
+		err, ch := w.err, w.changed
+		w.mu.Unlock()
+		switch {
+		case ok:
+			return v, nil
+		case err != nil:
+			return "", fmt.Errorf("the watching stream failed: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("%s: %w", w.ch.unserved(key), ctx.Err())
+		case <-ch:
+		}
+	}
+}
+
+// servedEntry is a ServiceEntry and its namespace/name.
+type servedEntry struct {
+	key string
+	se  *networkingv1alpha3.ServiceEntry
+}
+
+// servedEntries reads, on a fresh SotW stream, the ServiceEntries the source serves now, for a
+// check after the changes.
+func servedEntries(ctx context.Context, cfg RunConfig) ([]servedEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	conn, err := loadtest.Dial(cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("galleon-load-verify"), []string{cfg.TypeURL})
+	if err != nil {
+		return nil, fmt.Errorf("verifying the last change: %w", err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("verifying the last change: %w", err)
+	}
+	out := make([]servedEntry, 0, len(resp.Resources))
+	for _, r := range resp.Resources {
+		m, err := r.Spec()
+		if err != nil {
+			return nil, fmt.Errorf("verifying the last change: %w", err)
+		}
+		se, ok := m.(*networkingv1alpha3.ServiceEntry)
+		if !ok {
+			return nil, fmt.Errorf("verifying the last change: %s holds %T, not ServiceEntries", cfg.TypeURL, m)
+		}
+		out = append(out, servedEntry{r.Key(), se})
+	}
+	return out, nil
+}
+
+// firstError keeps the first failure of a generator's concurrent requests.
+type firstError struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (f *firstError) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.first == nil {
+		f.first = err
+	}
+}
+
+func (f *firstError) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first
+}
+
+// retried calls try up to attempts times, pausing attempt seconds after the attempt-th failure
+// (and calling failed, when not nil), until it succeeds; it returns the last failure, or ctx's
+// error when ctx ends first.
+func retried(ctx context.Context, attempts int, try func() error, failed func()) error {
+	var err error
+	for attempt := 1; attempt <= attempts; attempt++ {
+		if err = try(); err == nil {
+			return nil
+		}
+		if failed != nil {
+			failed()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+	return err
+}
+
+// registerProgress prints how far a generator's registration got, every 10% or every second.
+type registerProgress struct {
+	w     io.Writer
+	name  string // the generator's, which starts each line
+	total int
+	start time.Time
+
+	mu   sync.Mutex
+	done int
+	last time.Time
+}
+
+func newRegisterProgress(w io.Writer, name string, total int) *registerProgress {
+	now := time.Now()
+	return &registerProgress{w: w, name: name, total: total, start: now, last: now}
+}
+
+func (p *registerProgress) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	before := p.done * 10 / p.total
+	p.done++
+	now := time.Now()
+	if p.done*10/p.total == before && now.Sub(p.last) < time.Second {
+		return
+	}
+	p.last = now
+	el := now.Sub(p.start)
+	fmt.Fprintf(p.w, "%s: %d/%d instances registered (%d%%), %v, %.0f a second\n",
+		p.name, p.done, p.total, p.done*100/p.total, el.Round(time.Millisecond), float64(p.done)/max(el.Seconds(), 1e-3))
+}
+
+// pooledHTTPClient is a registry client's HTTP client: up to conns connections kept, each
+// request bounded by timeout.
+func pooledHTTPClient(conns int, timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: timeout}
 }
