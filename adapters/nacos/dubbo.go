@@ -181,7 +181,7 @@ func (m *mapper) dubboInstance(in *wire.Instance, rec string, app bool) (*instan
 		if w := meta["weight"]; w != "" {
 			n, err := strconv.ParseUint(w, 10, 32)
 			if err != nil {
-				return nil, registry.Reason(reasonWeight, fmt.Errorf("metadata weight=%s: want a whole number from 0 to %d", quote(w), uint32(1<<32-1)))
+				return nil, registry.Reason(reasonWeight, fmt.Errorf("metadata weight=%s: want a whole number from 0 to %d", registry.Quote(w), uint32(1<<32-1)))
 			}
 			weight = uint32(n)
 		}

@@ -147,7 +147,7 @@ func checkInstance(in *wire.Instance) (addr string, weight uint32, err error) {
 	default:
 		host := strings.ToLower(in.IP)
 		if host == "" || len(host) > model.MaxDNSSubdomain || strings.Contains(host, "..") || model.HostName(host) != strings.TrimSuffix(host, ".") || strings.HasPrefix(host, "*") {
-			return "", 0, registry.Reason(reasonAddress, fmt.Errorf("ip %s is neither an IP address nor a host name", quote(in.IP)))
+			return "", 0, registry.Reason(reasonAddress, fmt.Errorf("ip %s is neither an IP address nor a host name", registry.Quote(in.IP)))
 		}
 		addr = strings.TrimSuffix(host, ".")
 	}
@@ -339,7 +339,7 @@ func (m *mapper) mapPlain(ref wire.Ref, info *wire.ServiceInfo) mapped {
 // endpoint, the first in instance order.
 func firstOf(seen map[string]string, i *instance) error {
 	if other, dup := seen[i.inst.ID]; dup {
-		return registry.Reason(reasonDuplicate, fmt.Errorf("%s is instance %s's address and port too (registered twice, in another cluster?): one endpoint serves them", i.inst.ID, quote(other)))
+		return registry.Reason(reasonDuplicate, fmt.Errorf("%s is instance %s's address and port too (registered twice, in another cluster?): one endpoint serves them", i.inst.ID, registry.Quote(other)))
 	}
 	seen[i.inst.ID] = cmp.Or(i.in.InstanceID, i.record)
 	return nil
@@ -355,7 +355,7 @@ func (m *mapper) plainInstance(in *wire.Instance, rec string) (*instance, error)
 	if v := strings.TrimSpace(in.Metadata[m.naming.ProtocolKey]); v != "" {
 		p, ok := model.ParseProtocol(v)
 		if !ok {
-			return nil, registry.Reason(reasonProtocol, fmt.Errorf("metadata %s=%s names no Istio protocol: want http, http2, grpc, https, tcp, tls, mongo, mysql, redis or udp", quote(m.naming.ProtocolKey), quote(v)))
+			return nil, registry.Reason(reasonProtocol, fmt.Errorf("metadata %s=%s names no Istio protocol: want http, http2, grpc, https, tcp, tls, mongo, mysql, redis or udp", registry.Quote(m.naming.ProtocolKey), registry.Quote(v)))
 		}
 		proto = p
 	}
@@ -397,19 +397,4 @@ func (o *mapped) reject(rec string, err error) {
 		o.rejected = map[string]error{}
 	}
 	o.rejected[rec] = err
-}
-
-// maxQuoted bounds the bytes of registry text one rejection quotes (before escaping).
-const maxQuoted = 64
-
-// quote is s cut to maxQuoted bytes and quoted with %q's escapes.
-func quote(s string) string {
-	if len(s) > maxQuoted {
-		i := maxQuoted
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		s = s[:i] + "... (" + strconv.Itoa(len(s)) + " bytes)"
-	}
-	return strconv.Quote(s)
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
@@ -77,7 +78,7 @@ func parseProviderURL(raw string) (providerURL, error) {
 		s, pu.encoded = dec, true
 	}
 	if !strings.Contains(s, "://") {
-		return pu, bad(reasonURL, fmt.Errorf("%s has no \"://\": not a provider URL; want <protocol>://<ip>:<port>/<interface>?<parameters>", quote(redactURL(s))))
+		return pu, bad(reasonURL, fmt.Errorf("%s has no \"://\": not a provider URL; want <protocol>://<ip>:<port>/<interface>?<parameters>", registry.Quote(redactURL(s))))
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -87,7 +88,7 @@ func parseProviderURL(raw string) (providerURL, error) {
 		return pu, bad(reasonURL, errors.New("the provider URL has no protocol: want <protocol>://<ip>:<port>/<interface>?<parameters>"))
 	}
 	if u.Host == "" {
-		return pu, bad(reasonURL, fmt.Errorf("the %s provider URL has no address: want %s://<ip>:<port>/<interface>?<parameters>", quote(u.Scheme), cut(u.Scheme, maxQuoted)))
+		return pu, bad(reasonURL, fmt.Errorf("the %s provider URL has no address: want %s://<ip>:<port>/<interface>?<parameters>", registry.Quote(u.Scheme), registry.Shorten(u.Scheme, registry.MaxQuoted)))
 	}
 	pu.scheme = strings.ToLower(u.Scheme)
 	if pu.params, err = url.ParseQuery(u.RawQuery); err != nil {
@@ -100,14 +101,14 @@ func parseProviderURL(raw string) (providerURL, error) {
 	host, port := u.Hostname(), u.Port()
 	ip := net.ParseIP(host)
 	if ip == nil {
-		return pu, bad(reasonAddress, fmt.Errorf("address %s is not an IP address: a provider registers the IP address it is reached on", quote(host)))
+		return pu, bad(reasonAddress, fmt.Errorf("address %s is not an IP address: a provider registers the IP address it is reached on", registry.Quote(host)))
 	}
 	if ip.IsUnspecified() {
 		return pu, bad(reasonAddress, fmt.Errorf("address %s is unspecified: a provider registers the address it is reached on", host))
 	}
 	n, err := strconv.ParseUint(port, 10, 32)
 	if err != nil || n < 1 || n > 65535 {
-		return pu, bad(reasonPort, fmt.Errorf("port %s: want 1 to 65535", quote(port)))
+		return pu, bad(reasonPort, fmt.Errorf("port %s: want 1 to 65535", registry.Quote(port)))
 	}
 	pu.ip, pu.port = ip.String(), uint32(n)
 	pu.path = strings.TrimPrefix(u.Path, "/")
@@ -125,7 +126,7 @@ func urlErr(err error) string {
 
 // escapeErr is the text of an error of net/url, which quotes at most a few bytes of its input
 // (an escape, a port), cut in case a later version quotes more.
-func escapeErr(err error) string { return cut(err.Error(), 2*maxQuoted) }
+func escapeErr(err error) string { return registry.Shorten(err.Error(), 2*registry.MaxQuoted) }
 
 func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	pu, err := parseProviderURL(id)
@@ -141,7 +142,7 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	if w := q.Get("weight"); w != "" {
 		n, err := strconv.ParseUint(w, 10, 32)
 		if err != nil {
-			return endpoint{}, bad(reasonParameter, fmt.Errorf("weight %s: want a whole number from 0 to %d", quote(w), uint32(math.MaxUint32)))
+			return endpoint{}, bad(reasonParameter, fmt.Errorf("weight %s: want a whole number from 0 to %d", registry.Quote(w), uint32(math.MaxUint32)))
 		}
 		e.inst.Weight = uint32(n)
 	}
@@ -205,9 +206,9 @@ func parseOverride(raw string) (override, error) {
 		return o, errNotInstance // Dubbo's "no rule" markers; absent rules are Dubbo 2.5's deletions
 	default:
 		if u.Scheme == "" {
-			return o, fmt.Errorf("%s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", quote(redactURL(dec)))
+			return o, fmt.Errorf("%s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", registry.Quote(redactURL(dec)))
 		}
-		return o, fmt.Errorf("a URL of protocol %s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", quote(u.Scheme))
+		return o, fmt.Errorf("a URL of protocol %s is not an override URL: want override://<ip>[:<port>]/<interface>?<parameters>", registry.Quote(u.Scheme))
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -224,14 +225,14 @@ func parseOverride(raw string) (override, error) {
 	default:
 		ip := net.ParseIP(host)
 		if ip == nil {
-			return o, fmt.Errorf("address %s is not an IP address (nor 0.0.0.0 for every provider)", quote(host))
+			return o, fmt.Errorf("address %s is not an IP address (nor 0.0.0.0 for every provider)", registry.Quote(host))
 		}
 		o.ip = ip.String()
 	}
 	if p := u.Port(); p != "" && p != "0" {
 		n, err := strconv.ParseUint(p, 10, 32)
 		if err != nil || n < 1 || n > 65535 {
-			return o, fmt.Errorf("port %s: want 1 to 65535, or none for every port", quote(p))
+			return o, fmt.Errorf("port %s: want 1 to 65535, or none for every port", registry.Quote(p))
 		}
 		o.port = uint32(n)
 	}
@@ -243,7 +244,7 @@ func parseOverride(raw string) (override, error) {
 	if v := q.Get("disabled"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, fmt.Errorf("disabled=%s: want true or false", quote(v))
+			return o, fmt.Errorf("disabled=%s: want true or false", registry.Quote(v))
 		}
 		o.disabled = enable
 		if b {
@@ -253,7 +254,7 @@ func parseOverride(raw string) (override, error) {
 	if v := q.Get("weight"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return o, fmt.Errorf("weight=%s: want a whole number from 0 to %d", quote(v), uint32(math.MaxUint32))
+			return o, fmt.Errorf("weight=%s: want a whole number from 0 to %d", registry.Quote(v), uint32(math.MaxUint32))
 		}
 		o.weight, o.hasWeight = uint32(n), true
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 	dubboreg "github.com/galleon-mesh/galleon/registry/dubbo"
 )
 
@@ -104,7 +105,7 @@ func endpointsOf(payload json.RawMessage) (string, error) {
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", bad(reasonParameter, fmt.Errorf(`metadata %q is %s, not a string: Dubbo writes the JSON array as a string, e.g. "[{\"port\":20880,\"protocol\":\"dubbo\"}]"`, dubbo3Endpoints, shown(string(raw))))
+		return "", bad(reasonParameter, fmt.Errorf(`metadata %q is %s, not a string: Dubbo writes the JSON array as a string, e.g. "[{\"port\":20880,\"protocol\":\"dubbo\"}]"`, dubbo3Endpoints, registry.Shown(string(raw))))
 	}
 	return strings.TrimSpace(s), nil
 }

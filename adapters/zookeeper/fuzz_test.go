@@ -25,7 +25,7 @@ import (
 //     (allocBound), checked on every input and on the largest the adapter accepts
 //     (TestDecodersAllocationBounded).
 
-// maxErrorBytes bounds a rejection's text: a few quoted pieces of maxQuoted bytes, escaped.
+// maxErrorBytes bounds a rejection's text: a few quoted pieces of registry.MaxQuoted bytes, escaped.
 const maxErrorBytes = 1024
 
 // allocBound is the most a decoder may allocate for an input of n bytes: a fixed part for the

@@ -10,6 +10,7 @@ import (
 	"text/template"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // layout is one way of keeping services in ZooKeeper: where a service's instance nodes are and
@@ -87,7 +88,7 @@ func (curator) readsData() bool                        { return true }
 func (curator) parseInstance(_, id string, data []byte) (endpoint, error) {
 	if dubboCategories[id] && len(bytes.TrimSpace(data)) == 0 {
 		// <root>/<interface>/providers: a Dubbo 2 registry read as Curator's.
-		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --%s=%s (root %s by default)", quote(id), flagLayout, LayoutDubbo, DefaultDubboRoot))
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --%s=%s (root %s by default)", registry.Quote(id), flagLayout, LayoutDubbo, DefaultDubboRoot))
 	}
 	var ci curatorInstance
 	return curatorEndpoint(id, data, &ci, true)
@@ -120,13 +121,13 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (
 		return endpoint{}, bad(reasonJSON, errors.New("the node holds no data: want a Curator ServiceInstance as JSON"))
 	}
 	if err := json.Unmarshal(data, ci); err != nil {
-		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %s", cut(err.Error(), 2*maxQuoted)))
+		return endpoint{}, bad(reasonJSON, fmt.Errorf("not a Curator ServiceInstance in JSON: %s", registry.Shorten(err.Error(), 2*registry.MaxQuoted)))
 	}
 	if ci.Address == "" {
 		return endpoint{}, bad(reasonAddress, errors.New(`no "address": give the instance's IP address or host name`))
 	}
 	if strings.ContainsAny(ci.Address, " /\t\n") {
-		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %s is neither an IP address nor a host name`, quote(ci.Address)))
+		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %s is neither an IP address nor a host name`, registry.Quote(ci.Address)))
 	}
 	meta, class := metadata(ci.Payload)
 	if why := dubbo3Sign(class, meta); why != "" && spring {
@@ -152,7 +153,7 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (
 		// another would have its whole service refused, so it is left out.
 		proto = model.Protocol(strings.ToUpper(v))
 		if !proto.Valid() {
-			return endpoint{}, bad(reasonProtocol, fmt.Errorf(`metadata %q %s is not a protocol Istio serves: want one of HTTP, HTTPS, HTTP2, GRPC, GRPC-WEB, TCP, TLS, UDP, MONGO, MYSQL, REDIS (any case)`, protocolKey, quote(v)))
+			return endpoint{}, bad(reasonProtocol, fmt.Errorf(`metadata %q %s is not a protocol Istio serves: want one of HTTP, HTTPS, HTTP2, GRPC, GRPC-WEB, TCP, TLS, UDP, MONGO, MYSQL, REDIS (any case)`, protocolKey, registry.Quote(v)))
 		}
 	}
 	if ci.Port != nil {

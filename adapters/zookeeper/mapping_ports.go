@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/galleon-mesh/galleon/model"
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // Reasons of the rejections of this file's checks and of the layouts' (beside metrics.go's).
@@ -129,7 +130,7 @@ func portError(p model.Port) string {
 	case p.Number < 1 || p.Number > 65535:
 		return "the number is not in 1..65535"
 	case !p.Protocol.Valid():
-		return fmt.Sprintf("protocol %s is not one Istio serves", quote(string(p.Protocol)))
+		return fmt.Sprintf("protocol %s is not one Istio serves", registry.Quote(string(p.Protocol)))
 	}
 	return ""
 }

@@ -4,50 +4,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // What a rejection or a log line may quote of a registry's text. Node names and data are written
 // by whoever can write to ZooKeeper: a rejection quotes a short, cut piece of what is wrong,
 // never a whole URL (Dubbo URLs carry token= and password= parameters), and the core keeps and
 // logs the text of every rejection.
-
-// maxQuoted bounds the bytes of registry text one rejection quotes (before escaping).
-const maxQuoted = 64
-
-// quote is s cut to maxQuoted bytes (at a character boundary, "..." and the full length
-// added when cut) and quoted with %q's escapes, so that control bytes and invalid UTF-8 show
-// as escapes.
-func quote(s string) string {
-	return strconv.Quote(cut(s, maxQuoted))
-}
-
-// shown is s as it is when it is short printable ASCII (a JSON number, a protocol name), else
-// quote(s).
-func shown(s string) string {
-	if len(s) > maxQuoted {
-		return quote(s)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return quote(s)
-		}
-	}
-	return s
-}
-
-// cut is s cut to at most n bytes at a character boundary, with "... (<len> bytes)" added when
-// it was longer.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "... (" + strconv.Itoa(len(s)) + " bytes)"
-}
 
 // redacted replaces the value of a sensitive parameter.
 const redacted = "REDACTED"

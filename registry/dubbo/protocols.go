@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
@@ -130,7 +129,7 @@ func (p Protocols) Endpoints(text string) ([]model.Port, error) {
 	}
 	var eps []endpoint
 	if err := json.Unmarshal([]byte(text), &eps); err != nil {
-		return nil, registry.Reason(ReasonParameter, fmt.Errorf(`metadata %q %s: not a JSON array of {"port": <number>, "protocol": <name>}: %v`, EndpointsKey, quote(text), cut(err.Error(), 2*maxQuoted)))
+		return nil, registry.Reason(ReasonParameter, fmt.Errorf(`metadata %q %s: not a JSON array of {"port": <number>, "protocol": <name>}: %v`, EndpointsKey, registry.Quote(text), registry.Shorten(err.Error(), 2*registry.MaxQuoted)))
 	}
 	byNumber := map[uint32][]string{}
 	for i, ep := range eps {
@@ -143,11 +142,11 @@ func (p Protocols) Endpoints(text string) ([]model.Port, error) {
 		}
 		raw := bytes.TrimSpace(ep.Port)
 		if len(raw) == 0 || string(raw) == "null" {
-			return nil, registry.Reason(ReasonPort, fmt.Errorf(`metadata %q entry %d (%s) has no "port": want 1 to 65535`, EndpointsKey, i+1, shown(proto)))
+			return nil, registry.Reason(ReasonPort, fmt.Errorf(`metadata %q entry %d (%s) has no "port": want 1 to 65535`, EndpointsKey, i+1, registry.Shown(proto)))
 		}
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < 1 || n > 65535 {
-			return nil, registry.Reason(ReasonPort, fmt.Errorf(`metadata %q entry %d (%s): "port" %s: want a whole number from 1 to 65535`, EndpointsKey, i+1, shown(proto), shown(string(raw))))
+			return nil, registry.Reason(ReasonPort, fmt.Errorf(`metadata %q entry %d (%s): "port" %s: want a whole number from 1 to 65535`, EndpointsKey, i+1, registry.Shown(proto), registry.Shown(string(raw))))
 		}
 		if !slices.Contains(byNumber[uint32(n)], proto) {
 			if len(byNumber[uint32(n)]) == MaxProtocolsPerPort {
@@ -166,40 +165,4 @@ func (p Protocols) Endpoints(text string) ([]model.Port, error) {
 		out = append(out, p.Port(n, byNumber[n]...))
 	}
 	return out, nil
-}
-
-// What an error may quote of a registry's text: a short, cut piece (metadata are written by
-// whoever registers, and the core keeps and logs the text of every rejection).
-
-// maxQuoted bounds the bytes of registry text one error quotes (before escaping).
-const maxQuoted = 64
-
-// quote is s cut to maxQuoted bytes and quoted with %q's escapes.
-func quote(s string) string { return strconv.Quote(cut(s, maxQuoted)) }
-
-// shown is s as it is when it is short printable ASCII (a JSON number, a protocol name), else
-// quote(s).
-func shown(s string) string {
-	if len(s) > maxQuoted {
-		return quote(s)
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x21 || s[i] > 0x7e {
-			return quote(s)
-		}
-	}
-	return s
-}
-
-// cut is s cut to at most n bytes at a character boundary, with "... (<len> bytes)" added when
-// it was longer.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "... (" + strconv.Itoa(len(s)) + " bytes)"
 }
