@@ -111,8 +111,8 @@ func (s *services) add(ref wire.Ref) *entry {
 }
 
 // apply maps a state of ref (a watch's answer or a push) and records what it serves. It says
-// false when the state was not applied: ref is not held, or the state is older than the one
-// held.
+// false when the state was not applied: ref is not held, the state is older than the one
+// held, or it is the one held (no mapping then).
 func (s *services) apply(ref wire.Ref, info *wire.ServiceInfo, pushed bool) bool {
 	e := s.entries[ref]
 	if e == nil || info == nil {
@@ -142,6 +142,12 @@ func (s *services) applyState(e *entry, info *wire.ServiceInfo, fp uint64, pushe
 		// The push of the state a refresh found, or of a newer one (a server may fold a
 		// push into the next): the pushes work.
 		e.unpushed = time.Time{}
+	}
+	if e.answered && !e.retry && fp == e.fp {
+		// The state held already (an HTTP poll's answer, a refresh, a repeated push): mapping
+		// it again would give what is served. Only its time moves on.
+		e.lastRef = max(e.lastRef, info.LastRefTime)
+		return false
 	}
 	e.answered, e.lastRef, e.retry, e.fp = true, info.LastRefTime, false, fp
 	if n := len(info.Hosts); n > s.maxInstances {
@@ -206,16 +212,13 @@ func emptied(svc model.Service) model.Service {
 // pushes: a state that differs from the one held is one no push brought (yet); it is applied
 // at once, and counted as a lost push unless a push brings it (or a newer one) within
 // pushGrace (lost), or at once when a later refresh finds yet another state before any push
-// came. A state like the one held costs no mapping.
+// came. A state like the one held costs no mapping (applyState).
 func (s *services) refreshed(ref wire.Ref, info *wire.ServiceInfo, now time.Time) {
 	e := s.entries[ref]
 	if e == nil || info == nil {
 		return
 	}
 	fp := s.fingerprint(info)
-	if e.answered && fp == e.fp {
-		return
-	}
 	if !s.applyState(e, info, fp, false) {
 		return
 	}
