@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,28 +14,6 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest"
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
-
-// registerV1 registers an instance over the Nacos 1 HTTP OpenAPI (POST /nacos/v1/ns/instance),
-// as a Nacos 1 client or a user's script does.
-func registerV1(t *testing.T, base string, ref Ref, ip string, port int, meta string) {
-	t.Helper()
-	q := url.Values{
-		"serviceName": {ref.Service}, "groupName": {ref.Group}, "ip": {ip},
-		"port": {fmt.Sprint(port)}, "ephemeral": {"false"}, "metadata": {meta},
-	}
-	if ref.Namespace != "" {
-		q.Set("namespaceId", ref.Namespace)
-	}
-	resp, err := http.Post(base+"/nacos/v1/ns/instance", "application/x-www-form-urlencoded", strings.NewReader(q.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != 200 {
-		t.Fatalf("register %v %s:%d: %d %s", ref, ip, port, resp.StatusCode, b)
-	}
-}
 
 // captureTap records the payloads of each type the server sent (first of each), for testdata.
 type captureTap struct {
@@ -83,7 +58,6 @@ func (c *captureTap) writeCaptures(t *testing.T) {
 func TestPolarisGRPC(t *testing.T) {
 	toolcache.RequireRealServers(t, "polaris-server")
 	s := nacostest.Start(t, nacostest.Options{})
-	base := s.BaseURL()
 
 	pushes := make(chan *ServiceInfo, 16)
 	var capture captureTap
@@ -101,7 +75,7 @@ func TestPolarisGRPC(t *testing.T) {
 	defer cancel()
 
 	ref := Ref{Group: "DEFAULT_GROUP", Service: "wiretest"}
-	registerV1(t, base, ref, "10.0.0.1", 8080, `{"k":"v"}`)
+	register(t, s, ref, "10.0.0.1", 8080, map[string]string{"k": "v"})
 
 	var conn *Conn
 	leaks := withGoroutineLabel(t, "polaris", func() {
@@ -135,7 +109,7 @@ func TestPolarisGRPC(t *testing.T) {
 
 	// A registration change arrives as a push.
 	changed := time.Now()
-	registerV1(t, base, ref, "10.0.0.2", 8080, `{}`)
+	register(t, s, ref, "10.0.0.2", 8080, nil)
 	var pushed *ServiceInfo
 	timeout := time.After(15 * time.Second)
 wait:
@@ -156,7 +130,7 @@ wait:
 
 	// ListServices pages.
 	for i := range 3 {
-		registerV1(t, base, Ref{Group: "DEFAULT_GROUP", Service: fmt.Sprintf("wirelist-%d", i)}, "10.0.1.1", 80, `{}`)
+		register(t, s, Ref{Group: "DEFAULT_GROUP", Service: fmt.Sprintf("wirelist-%d", i)}, "10.0.1.1", 80, nil)
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest"
 )
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -64,4 +66,16 @@ func labelledGoroutines(value string) (int, string) {
 		}
 	}
 	return n, strings.Join(out, "\n\n")
+}
+
+// register registers an instance of ref as a Nacos 1 client or a user's script does, over the
+// Nacos 1 HTTP OpenAPI (nacostest.Client: POST /nacos/v1/ns/instance, the service name grouped
+// "group@@name", which is where Polaris reads the group from).
+func register(t *testing.T, s *nacostest.Server, ref Ref, ip string, port int, meta map[string]string) {
+	t.Helper()
+	in := nacostest.NewInstance(ip, port)
+	in.Metadata = meta
+	if err := s.Client().RegisterInstance(t.Context(), nacostest.Ref{Namespace: ref.Namespace, Group: ref.Group, Service: ref.Service}, in); err != nil {
+		t.Fatalf("register %v %s:%d: %v", ref, ip, port, err)
+	}
 }

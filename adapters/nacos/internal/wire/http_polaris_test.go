@@ -3,7 +3,6 @@ package wire
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,30 +14,6 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest"
 	"github.com/galleon-mesh/galleon/internal/testing/toolcache"
 )
-
-// registerGrouped registers an instance over the 1.x OpenAPI the way Nacos's 1.x clients do:
-// serviceName grouped ("group@@name"), groupName beside it. Polaris reads the group from
-// serviceName only (apiserver/nacosserver/v1/discover/builder.go BuildInstance reads no
-// groupName), so a client that sends the bare name with groupName registers in DEFAULT_GROUP.
-func registerGrouped(t *testing.T, base string, ref Ref, ip string, port int) {
-	t.Helper()
-	q := url.Values{
-		"serviceName": {groupedName(ref)}, "groupName": {ref.Group}, "ip": {ip},
-		"port": {fmt.Sprint(port)}, "metadata": {`{"k":"v"}`},
-	}
-	if ref.Namespace != "" {
-		q.Set("namespaceId", ref.Namespace)
-	}
-	resp, err := http.Post(base+"/nacos/v1/ns/instance", "application/x-www-form-urlencoded", strings.NewReader(q.Encode()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != 200 {
-		t.Fatalf("register %v %s:%d: %d %s", ref, ip, port, resp.StatusCode, b)
-	}
-}
 
 // waitHosts polls Instances until ref has n hosts (Polaris's cache refreshes every second).
 func waitHosts(t *testing.T, ctx context.Context, c *HTTPClient, ref Ref, udpPort, n int) *ServiceInfo {
@@ -71,9 +46,9 @@ func TestPolarisHTTP(t *testing.T) {
 	a := Ref{Group: "DEFAULT_GROUP", Service: "svc-a"}
 	b := Ref{Group: "G1", Service: "svc-b"}
 	n := Ref{Namespace: "ns1", Group: "DEFAULT_GROUP", Service: "svc-n"}
-	registerGrouped(t, base, a, "10.0.0.1", 8080)
-	registerGrouped(t, base, b, "10.0.0.2", 8080)
-	registerGrouped(t, base, n, "10.0.0.3", 8080)
+	register(t, s, a, "10.0.0.1", 8080, map[string]string{"k": "v"})
+	register(t, s, b, "10.0.0.2", 8080, map[string]string{"k": "v"})
+	register(t, s, n, "10.0.0.3", 8080, map[string]string{"k": "v"})
 
 	t.Run("Instances", func(t *testing.T) {
 		for _, ref := range []Ref{a, b, n} {
@@ -170,7 +145,7 @@ func TestPolarisHTTP(t *testing.T) {
 				t.Fatal(err)
 			}
 			info := waitHosts(t, ctx, c, ref, l.Port(), 1)
-			registerGrouped(t, base, ref, "10.0.1.9", 8080)
+			register(t, s, ref, "10.0.1.9", 8080, map[string]string{"k": "v"})
 			polled := time.Now()
 			changed := waitHosts(t, ctx, c, ref, l.Port(), 2)
 			t.Logf("%v: the poll saw the change %v after the registration answered (lastRefTime %d -> %d)",
