@@ -20,8 +20,11 @@ package nacostest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/galleon-mesh/galleon/internal/testing/polarisserver"
 	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
@@ -48,6 +51,10 @@ type Options struct {
 	// turns unhealthy 25 to 40 s after its last heartbeat (Client.Beat, KeepAlive), and healthy
 	// again up to 15 s after a heartbeat, even one sent before it was rewritten unhealthy.
 	NoHealthCheck bool
+	// TLS, if set, serves the Nacos API, HTTP and gRPC, over TLS with these files
+	// (polarisserver.Options.NacosTLS: Polaris presents the certificate and asks for none).
+	// BaseURL is then https:// and Client trusts TLS.CAFile.
+	TLS *polarisserver.TLSFiles
 	// Dir is the server's working directory (config, store, logs). Start uses t.TempDir() when
 	// empty; StartServer a new temporary directory, which Close removes.
 	Dir string
@@ -76,6 +83,8 @@ type Server struct {
 	// login wants (Polaris's default administrator and its token: public defaults, not secrets).
 	Auth               bool
 	Username, Password string
+	// TLS says the Nacos API speaks TLS (Options.TLS); TLSConfig then verifies its certificate.
+	TLS bool
 
 	noHealthCheck bool
 
@@ -113,7 +122,7 @@ func StartServer(ctx context.Context, opts Options) (*Server, error) {
 func psOptions(opts Options) polarisserver.Options {
 	return polarisserver.Options{
 		Prefix: "nacostest", Nacos: true, Auth: opts.Auth, NoHealthCheck: opts.NoHealthCheck,
-		Dir: opts.Dir, Logf: opts.Logf, Detach: opts.Detach,
+		NacosTLS: opts.TLS, Dir: opts.Dir, Logf: opts.Logf, Detach: opts.Detach,
 	}
 }
 
@@ -122,7 +131,7 @@ func newServer(ps *polarisserver.Server, opts Options) *Server {
 		Dir: ps.Dir, ConfigPath: ps.ConfigPath, OutPath: ps.OutPath,
 		HTTPAddr: ps.NacosAddr, GRPCAddr: ps.NacosGRPC,
 		PolarisHTTPAddr: ps.HTTPAddr, PolarisGRPCAddr: ps.GRPCAddr,
-		Auth: opts.Auth, noHealthCheck: opts.NoHealthCheck,
+		Auth: opts.Auth, TLS: opts.TLS != nil, noHealthCheck: opts.NoHealthCheck,
 		ps: ps, controls: ps.Controls(),
 	}
 	if opts.Auth {
@@ -138,17 +147,28 @@ func (s *Server) Close() error { return s.ps.Close() }
 // Proc is the server's process in its form for a program that is not a test.
 func (s *Server) Proc() *serverproc.Server { return s.ps.Proc() }
 
-// BaseURL is the Nacos HTTP server's URL, "http://127.0.0.1:P" (the context path /nacos is the
-// client's to add).
-func (s *Server) BaseURL() string { return "http://" + s.HTTPAddr }
+// BaseURL is the Nacos HTTP server's URL, "http://127.0.0.1:P" ("https://" with Options.TLS;
+// the context path /nacos is the client's to add).
+func (s *Server) BaseURL() string { return s.ps.NacosScheme() + "://" + s.HTTPAddr }
 
-// Client is a writer over the server's Nacos HTTP API; its namespaces and services go through
-// Polaris's own API (with the administrator's token), and so do its instance writes when auth is
-// on (Client.ViaPolaris: Polaris's Nacos HTTP API cannot authenticate a write). It does not log
-// in: Polaris's Nacos reads need no token, and its Nacos login fails when auth is on (see
-// docs/adapters/nacos.md).
+// TLSConfig is a client TLS configuration that verifies the Nacos API's certificate with
+// Options.TLS's CA; nil when the API speaks plaintext.
+func (s *Server) TLSConfig() *tls.Config { return s.ps.NacosTLSConfig() }
+
+// Client is a writer over the server's Nacos HTTP API (over https, trusting Options.TLS's CA,
+// when it speaks TLS); its namespaces and services go through Polaris's own API (with the
+// administrator's token), and so do its instance writes when auth is on (Client.ViaPolaris:
+// Polaris's Nacos HTTP API cannot authenticate a write). It does not log in: Polaris's Nacos
+// reads need no token, and its Nacos login fails when auth is on (see docs/adapters/nacos.md).
 func (s *Server) Client() *Client {
-	c := NewClient(s.BaseURL(), "http://"+s.PolarisHTTPAddr, nil)
+	var hc *http.Client // NewClient's default
+	if s.TLS {
+		// Polaris's own API (api-http) stays plaintext: the transport's TLS is for the Nacos API.
+		hc = &http.Client{Transport: &http.Transport{
+			Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second, TLSClientConfig: s.TLSConfig(),
+		}}
+	}
+	c := NewClient(s.BaseURL(), "http://"+s.PolarisHTTPAddr, hc)
 	c.PolarisToken = polarisserver.AdminToken
 	c.ViaPolaris = s.Auth
 	return c

@@ -12,6 +12,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -81,6 +83,11 @@ type Options struct {
 	// turns unhealthy 25 to 40 s after its last heartbeat, and healthy again up to 15 s after a
 	// heartbeat, even one sent before it was rewritten unhealthy.
 	NoHealthCheck bool
+	// NacosTLS, if set, serves the Nacos API, HTTP and gRPC both, over TLS with these files
+	// (service-nacos's tls option); it needs Nacos. Polaris only presents the certificate: it
+	// asks no client for one, trustedCAFile or not (see TLSFiles). The readiness probe then
+	// speaks TLS to both ports, verifying the server with CAFile.
+	NacosTLS *TLSFiles
 	// Dir is the server's working directory (config, store, logs); a new temporary directory,
 	// which Close removes, when empty.
 	Dir string
@@ -88,6 +95,18 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Detach detaches the server's process from the program (a test's server when zero).
 	Detach serverproc.Detach
+}
+
+// TLSFiles are the PEM files of a server's TLS, all three required.
+type TLSFiles struct {
+	// CertFile and KeyFile are the server's certificate and its key. Polaris serves plaintext,
+	// silently, when either is empty (common/secure/tls.go, TLSInfo.IsEmpty): New refuses that.
+	CertFile, KeyFile string
+	// CAFile verifies CertFile: the readiness probe's root, and Polaris's trustedCAFile, which
+	// its Nacos API reads but never uses (apiserver/nacosserver/v1/server.go, Run, calls
+	// ServeTLS with the certificate and key only; v2/server.go, Run,
+	// credentials.NewServerTLSFromFile likewise).
+	CAFile string
 }
 
 // Server is a polaris-server, running or not. The addresses are those of the last start; a
@@ -108,6 +127,8 @@ type Server struct {
 	ownDir bool
 	srv    *serverproc.Server
 	probe  *http.Client // the readiness probe's: loopback, no proxy, no connection kept
+	// nacosTLS verifies the Nacos API's certificate (Options.NacosTLS's CA); nil without TLS.
+	nacosTLS *tls.Config
 }
 
 // New prepares a polaris-server of bin; nothing runs yet.
@@ -121,9 +142,12 @@ func New(bin string, opts Options) (*Server, error) {
 	if opts.EurekaDeltaExpireInterval < time.Second {
 		return nil, fmt.Errorf("Options.DeltaExpireInterval %v is under a second", opts.EurekaDeltaExpireInterval)
 	}
+	nacosTLS, err := nacosClientTLS(opts)
+	if err != nil {
+		return nil, err
+	}
 	dir, ownDir := opts.Dir, false
 	if dir == "" {
-		var err error
 		if dir, err = os.MkdirTemp("", opts.Prefix+"-"); err != nil {
 			return nil, err
 		}
@@ -138,7 +162,8 @@ func New(bin string, opts Options) (*Server, error) {
 		bin:        bin,
 		opts:       opts,
 		ownDir:     ownDir,
-		probe:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
+		probe:      &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, TLSClientConfig: nacosTLS}},
+		nacosTLS:   nacosTLS,
 	}
 	s.srv = serverproc.New(serverproc.Spec{
 		Prefix: opts.Prefix, Name: "polaris-server in " + dir, LogPath: s.OutPath,
@@ -150,6 +175,47 @@ func New(bin string, opts Options) (*Server, error) {
 		Logf:      opts.Logf, Detach: opts.Detach,
 	})
 	return s, nil
+}
+
+// nacosClientTLS checks opts.NacosTLS and returns the client configuration that verifies the
+// Nacos API with its CA; nil without TLS.
+func nacosClientTLS(opts Options) (*tls.Config, error) {
+	f := opts.NacosTLS
+	if f == nil {
+		return nil, nil
+	}
+	if !opts.Nacos {
+		return nil, errors.New("polarisserver: Options.NacosTLS without Options.Nacos")
+	}
+	if f.CertFile == "" || f.KeyFile == "" || f.CAFile == "" {
+		return nil, errors.New("polarisserver: Options.NacosTLS needs CertFile, KeyFile and CAFile")
+	}
+	ca, err := os.ReadFile(f.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("polarisserver: Options.NacosTLS.CAFile: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("polarisserver: Options.NacosTLS.CAFile %s holds no PEM certificate", f.CAFile)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
+
+// NacosTLSConfig is a client TLS configuration that verifies the Nacos API's certificate
+// (Options.NacosTLS's CA; the server name is the host dialled), nil when it speaks plaintext.
+func (s *Server) NacosTLSConfig() *tls.Config {
+	if s.nacosTLS == nil {
+		return nil
+	}
+	return s.nacosTLS.Clone()
+}
+
+// NacosScheme is the Nacos HTTP API's URL scheme, "https" with Options.NacosTLS, else "http".
+func (s *Server) NacosScheme() string {
+	if s.nacosTLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // StartT starts a polaris-server of bin for a test: in t.TempDir() unless opts.Dir is set, told
@@ -209,8 +275,13 @@ func (s *Server) Proc() *serverproc.Server { return s.srv }
 func (s *Server) Controls() serverproc.Controls { return s.srv.Controls() }
 
 // Config returns the polaris-server configuration for the given ports (the embedded template
-// with its placeholders filled in, the blocks of the APIs whose port is 0 dropped) and Options.
+// with its placeholders filled in, the blocks of the APIs whose port is 0 dropped, the Nacos
+// API's tls block kept with Options.NacosTLS only) and Options.
 func Config(p Ports, opts Options) (string, error) {
+	var tlsFiles TLSFiles
+	if opts.NacosTLS != nil {
+		tlsFiles = *opts.NacosTLS
+	}
 	cfg := strings.NewReplacer(
 		"@LISTEN_IP@", "127.0.0.1",
 		"@EUREKA_PORT@", strconv.Itoa(p.Eureka),
@@ -219,8 +290,14 @@ func Config(p Ports, opts Options) (string, error) {
 		"@GRPC_PORT@", strconv.Itoa(p.GRPC),
 		"@CLIENT_AUTH@", strconv.FormatBool(opts.Auth),
 		"@HEALTHCHECK@", strconv.FormatBool(!opts.NoHealthCheck),
+		// Quoted: a path may hold what YAML reads otherwise (": ", "#").
+		"@NACOS_TLS_CERT@", strconv.Quote(tlsFiles.CertFile),
+		"@NACOS_TLS_KEY@", strconv.Quote(tlsFiles.KeyFile),
+		"@NACOS_TLS_CA@", strconv.Quote(tlsFiles.CAFile),
 	).Replace(configTemplate)
-	cfg, err := keepBlocks(cfg, map[string]bool{"eureka": p.Eureka != 0, "nacos": p.Nacos != 0})
+	cfg, err := keepBlocks(cfg, map[string]bool{
+		"eureka": p.Eureka != 0, "nacos": p.Nacos != 0, "nacos-tls": p.Nacos != 0 && opts.NacosTLS != nil,
+	})
 	if err != nil {
 		return "", err
 	}
@@ -341,7 +418,9 @@ func (s *Server) command() *exec.Cmd {
 
 // ready returns nil once every API asked for answers: Polaris's own HTTP API (any answer: the
 // Nacos API can serve before it), the Eureka listing, the Nacos service list and a connection to
-// the Nacos gRPC port.
+// the Nacos gRPC port. With Options.NacosTLS both Nacos probes speak TLS and verify the server
+// with its CA: a plaintext probe of the HTTP port would get a 400 from Go's TLS server, and one
+// of api-http instead would not say that the Nacos API serves.
 func (s *Server) ready(ctx context.Context) error {
 	const timeout = 5 * time.Second
 	if err := s.answers(ctx, "http://"+s.HTTPAddr+"/", timeout); err != nil {
@@ -353,21 +432,38 @@ func (s *Server) ready(ctx context.Context) error {
 		}
 	}
 	if s.NacosAddr != "" {
-		q := url.Values{"pageNo": {"1"}, "pageSize": {"1"}}
-		body, err := s.getJSON(ctx, "http://"+s.NacosAddr+"/nacos/v1/ns/service/list?"+q.Encode(), timeout)
-		if err != nil {
-			return err
-		}
-		if !bytes.Contains(body, []byte(`"count"`)) {
-			return fmt.Errorf("GET /nacos/v1/ns/service/list answered %.200s", body)
-		}
-		d := net.Dialer{Timeout: timeout}
+		return s.nacosReady(ctx, timeout)
+	}
+	return nil
+}
+
+// nacosReady returns nil once the Nacos HTTP API lists services and the gRPC port takes a
+// connection (with TLS, a completed handshake: the certificate served and verified).
+func (s *Server) nacosReady(ctx context.Context, timeout time.Duration) error {
+	q := url.Values{"pageNo": {"1"}, "pageSize": {"1"}}
+	body, err := s.getJSON(ctx, s.NacosScheme()+"://"+s.NacosAddr+"/nacos/v1/ns/service/list?"+q.Encode(), timeout)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(body, []byte(`"count"`)) {
+		return fmt.Errorf("GET /nacos/v1/ns/service/list answered %.200s", body)
+	}
+	d := net.Dialer{Timeout: timeout}
+	if s.nacosTLS == nil {
 		c, err := d.DialContext(ctx, "tcp", s.NacosGRPC)
 		if err != nil {
 			return err
 		}
 		c.Close()
+		return nil
 	}
+	conf := s.NacosTLSConfig()
+	conf.NextProtos = []string{"h2"} // as a gRPC client asks
+	c, err := (&tls.Dialer{NetDialer: &d, Config: conf}).DialContext(ctx, "tcp", s.NacosGRPC)
+	if err != nil {
+		return fmt.Errorf("the Nacos gRPC API over TLS: %w", err)
+	}
+	c.Close()
 	return nil
 }
 

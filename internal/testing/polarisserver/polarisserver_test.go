@@ -2,6 +2,8 @@ package polarisserver
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,7 +40,22 @@ func TestConfigBlocks(t *testing.T) {
 			name: "nacos with auth", ports: Ports{Nacos: 18848, HTTP: 18090, GRPC: 18091},
 			opts:      Options{Auth: true, NoHealthCheck: true},
 			want:      []string{"- name: service-nacos", "listenPort: 18848", "defaultNamespace: default", "clientOpen: true", "clientStrict: true", "healthcheck:\n  open: false\n"},
-			bad:       []string{"service-eureka", "deltaExpireInterval", "@LISTEN", "@NACOS", "listenPort: 0"},
+			bad:       []string{"service-eureka", "deltaExpireInterval", "@LISTEN", "@NACOS", "listenPort: 0", "maxConnLimit: 10240\n      tls:"},
+			listenIPs: 3,
+		},
+		{
+			name: "nacos over tls", ports: Ports{Nacos: 18848, HTTP: 18090, GRPC: 18091},
+			opts: Options{Nacos: true, NacosTLS: &TLSFiles{CertFile: "/pki/server cert.pem", KeyFile: "/pki/key.pem", CAFile: "/pki/ca.pem"}},
+			want: []string{
+				"        maxConnLimit: 10240\n      tls:\n        certFile: \"/pki/server cert.pem\"\n        keyFile: \"/pki/key.pem\"\n        trustedCAFile: \"/pki/ca.pem\"\nauth:\n",
+			},
+			bad:       []string{"@NACOS_TLS"},
+			listenIPs: 3,
+		},
+		{
+			name: "tls without nacos", ports: Ports{Eureka: 18761, HTTP: 18090, GRPC: 18091},
+			opts:      Options{NacosTLS: &TLSFiles{CertFile: "/pki/cert.pem", KeyFile: "/pki/key.pem", CAFile: "/pki/ca.pem"}},
+			bad:       []string{"/pki/", "service-nacos"},
 			listenIPs: 3,
 		},
 		{
@@ -87,6 +104,27 @@ func TestKeepBlocksErrors(t *testing.T) {
 	got, err := keepBlocks("a\n# @BEGIN eureka@\nb\n# @END eureka@\nc\n", map[string]bool{"eureka": false})
 	if err != nil || got != "a\nc\n" {
 		t.Errorf("dropping a block: %q, %v", got, err)
+	}
+}
+
+// TestNewRefusesHalfNacosTLS: Polaris serves plaintext, silently, without both a certificate and
+// a key, and the probe cannot verify without the CA; TLS is for the Nacos API only.
+func TestNewRefusesHalfNacosTLS(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("no PEM here\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]Options{
+		"no key":    {Nacos: true, NacosTLS: &TLSFiles{CertFile: "c.pem", CAFile: ca}},
+		"no cert":   {Nacos: true, NacosTLS: &TLSFiles{KeyFile: "k.pem", CAFile: ca}},
+		"no ca":     {Nacos: true, NacosTLS: &TLSFiles{CertFile: "c.pem", KeyFile: "k.pem"}},
+		"ca no pem": {Nacos: true, NacosTLS: &TLSFiles{CertFile: "c.pem", KeyFile: "k.pem", CAFile: ca}},
+		"no nacos":  {Eureka: true, NacosTLS: &TLSFiles{CertFile: "c.pem", KeyFile: "k.pem", CAFile: ca}},
+	} {
+		opts.Dir = t.TempDir()
+		if _, err := New("/nonexistent", opts); err == nil {
+			t.Errorf("%s: New took it", name)
+		}
 	}
 }
 
