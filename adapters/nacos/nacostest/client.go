@@ -562,6 +562,23 @@ func (c *Client) DeleteService(ctx context.Context, ref Ref) error {
 	}})
 }
 
+// TouchServices writes the services again through Polaris's own API (PUT /naming/v1/services,
+// a new comment), which moves their modification time. Polaris's service cache reads what its
+// store changed since a little before its last read (every second), so a service created
+// while the store was slow to commit can be missed, neither listed nor its instances served,
+// until it is written again; an instance registration does not write its service. Polaris
+// only: it needs the client's Polaris address.
+func (c *Client) TouchServices(ctx context.Context, refs []Ref, comment string) error {
+	if c.polaris == "" {
+		return errors.New("nacostest: TouchServices needs Polaris's own API (NewClient's polaris address)")
+	}
+	items := make([]map[string]any, 0, len(refs))
+	for _, ref := range refs {
+		items = append(items, map[string]any{"name": polarisService(ref), "namespace": polarisNamespace(ref.Namespace), "comment": comment})
+	}
+	return c.polarisBatch(ctx, http.MethodPut, "/naming/v1/services", items)
+}
+
 // polarisInstances writes one instance through Polaris's own API as Polaris's Nacos API would
 // store it (apiserver/nacosserver/model/instance.go, PrepareSpecInstance): the Nacos cluster and
 // service name in metadata, the weight an integer, enabled as not isolated. Unlike a Nacos

@@ -46,8 +46,11 @@ start and the end):
      refreshed every second) on free loopback ports in a temporary directory;
   2. galleon-load nacos-generate registers SERVICES x INSTANCES (+ load-target) over the gRPC
      API, one InstanceRequest each (64 in flight), ephemeral instances held by its connection
-     (no heartbeats), waits until the HTTP API lists every one (registering again what Polaris
-     does not list after 15 s), then makes CHURN changes a second;
+     (no heartbeats): every service's first instance, then, once Polaris lists the services,
+     the others (a registration whose service Polaris's cache lacks reads every service record
+     of its store); it waits until the HTTP API lists every instance (registering again what
+     Polaris does not list after 15 s, and writing again, through Polaris's own API, a service
+     listed without any), then makes CHURN changes a second;
   3. galleon-nacos starts (--nacos-servers, its defaults otherwise): start -> /readyz 200, the
      requests it made by then (galleon_nacos_requests_total), VmRSS and VmHWM;
   4. window W: WINDOW of churn with galleon-nacos running: its pushes (galleon_nacos_pushes_total)
@@ -199,7 +202,7 @@ var (
 // 2. galleon-load nacos-generate.
 func (n *nacosBench) generate(ctx context.Context) error {
 	n.Step("2. galleon-load nacos-generate")
-	args := []string{"nacos-generate", "--nacos-server", n.server.HTTPAddr, "--nacos-grpc", n.server.GRPCAddr,
+	args := []string{"nacos-generate", "--nacos-server", n.server.HTTPAddr, "--nacos-grpc", n.server.GRPCAddr, "--polaris-http", n.server.PolarisHTTPAddr,
 		"--services", strconv.Itoa(n.services), "--instances", strconv.Itoa(n.instances), "--churn", n.churn, "--report-interval", "5s"}
 	n.Say("galleon-load %s", strings.Join(args, " "))
 	var err error

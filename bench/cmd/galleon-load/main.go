@@ -161,6 +161,7 @@ func main() {
 		cfg := loadgen.NacosGenerateConfig{Progress: os.Stderr}
 		fs.StringVar(&cfg.Server, "nacos-server", "127.0.0.1:8848", "the Nacos server's HTTP address, host:port (what Nacos clients are given): its service and instance lists are read there")
 		fs.StringVar(&cfg.GRPC, "nacos-grpc", "", "the server's gRPC address, where the instances are registered (default: --nacos-server's port + 1000)")
+		fs.StringVar(&cfg.PolarisHTTP, "polaris-http", "", "a polaris-server's own HTTP API, host:port (optional): services it lists without any instance after the registrations are written again there, which Polaris's cache needs when it missed them")
 		fs.StringVar(&cfg.Namespace, "namespace", loadgen.DefaultNacosNamespace, "Nacos namespace (ID) to register in")
 		fs.StringVar(&cfg.Group, "group", loadgen.DefaultNacosGroup, "Nacos group to register in")
 		fs.IntVar(&cfg.Services, "services", 10000, "number of services (load-00000, ...), besides "+loadgen.NacosTargetService)
