@@ -37,12 +37,14 @@ import (
 // adapterMetricDirs maps the prefix of an adapter's own metrics to the package that registers
 // them. The dashboard's panels for those adapters are checked against the names registered in
 // that package's source (every prometheus.New*(prometheus.*Opts{Name: "..."}) call), since
-// running a Consul agent, a ZooKeeper and two Eureka servers here to scrape each binary would
-// cost minutes; galleon-file's own and the core's are checked against the running binary.
+// running a Consul agent, a ZooKeeper, two Eureka servers and a Nacos server here to scrape each
+// binary would cost minutes; galleon-file's own and the core's are checked against the running
+// binary.
 var adapterMetricDirs = map[string]string{
 	"galleon_consul_":    "adapters/consul",
 	"galleon_zookeeper_": "adapters/zookeeper",
 	"galleon_eureka_":    "adapters/eureka",
+	"galleon_nacos_":     "adapters/nacos",
 }
 
 // TestGrafanaDashboardMetrics runs galleon-file (TLS on, so the TLS metrics exist) with a SotW,
