@@ -38,6 +38,7 @@ func TestConfigErrors(t *testing.T) {
 		{"interval", Config{Servers: servers, DiscoveryInterval: 1}, "--nacos-discovery-interval"},
 		{"page", Config{Servers: servers, PageSize: 100000}, "--nacos-page-size 100000"},
 		{"refresh", Config{Servers: servers, RefreshInterval: 500 * time.Millisecond}, "--nacos-refresh-interval 500ms"},
+		{"refresh rate", Config{Servers: servers, RefreshMaxRate: -1}, "--nacos-refresh-max-rate -1"},
 		{"timeout", Config{Servers: servers, Timeout: 1}, "--nacos-timeout"},
 		{"message", Config{Servers: servers, MaxMessage: 10}, "--nacos-max-message 10"},
 		{"services", Config{Servers: servers, MaxServices: -1}, "--nacos-max-services -1"},

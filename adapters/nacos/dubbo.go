@@ -114,6 +114,7 @@ func (m *mapper) mapDubboService(ref wire.Ref, info *wire.ServiceInfo, iface, gr
 	}
 	svc := model.Service{Namespace: m.istioNamespace(kept), Name: dubboreg.ServiceName(iface, group, version)}
 	byNumber := map[uint32]model.Port{}
+	svc.Instances = make([]model.Instance, 0, len(kept))
 	for _, i := range kept {
 		svc.Instances = append(svc.Instances, i.inst)
 		for _, p := range i.ports {
@@ -122,6 +123,7 @@ func (m *mapper) mapDubboService(ref wire.Ref, info *wire.ServiceInfo, iface, gr
 			}
 		}
 	}
+	shareLabels(svc.Instances)
 	svc.Ports = model.SortedPorts(slices.Collect(maps.Values(byNumber)))
 	uniqueNames(svc.Ports)
 	hd := dubboHostData{Name: svc.Name, Namespace: svc.Namespace, NacosNamespace: nameLabel(namespaceOf(ref.Namespace), ""), NacosGroup: groupLabel(ref.Group)}

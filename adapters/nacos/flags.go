@@ -18,6 +18,7 @@ const (
 	flagDiscoveryInterval = "nacos-discovery-interval"
 	flagPageSize          = "nacos-page-size"
 	flagRefreshInterval   = "nacos-refresh-interval"
+	flagRefreshMaxRate    = "nacos-refresh-max-rate"
 	flagTimeout           = "nacos-timeout"
 	flagMaxMessage        = "nacos-max-message"
 	flagMaxServices       = "nacos-max-services"
@@ -63,7 +64,8 @@ func (c *Config) addScopeFlags(fs *pflag.FlagSet) {
 	c.RefreshInterval = DefaultRefreshInterval
 	fs.Var(refreshValue{&c.RefreshInterval}, flagRefreshInterval, "how often every subscribed service is read again over gRPC (a Subscribe), the safety net for a lost push: "+
 		"polaris-server 1.18.1 never pushes a change of a service outside "+DefaultGroup+" (its core/push.go takes the group from the bare service name), and any server may drop a push to a slow client; "+
-		"costs one request per service per interval, spread evenly (10,000 services every 1m: 167 a second) whether anything changed or not; 0 turns it off")
+		"costs one request per service per interval, spread evenly, whether anything changed or not, at most --"+flagRefreshMaxRate+" a second; 0 turns it off")
+	fs.Float64Var(&c.RefreshMaxRate, flagRefreshMaxRate, DefaultRefreshMaxRate, "most refresh requests a second (--"+flagRefreshInterval+"): with more services than interval x rate, each is read every services / rate seconds (10,000 services at 20 a second: every 8m20s)")
 	fs.IntVar(&c.PageSize, flagPageSize, DefaultPageSize, "services per page of a service listing")
 	fs.IntVar(&c.MaxServices, flagMaxServices, DefaultMaxServices, "most services watched; those over it (in namespace, group, name order) are not, with a warning")
 	fs.IntVar(&c.MaxInstances, flagMaxInstances, DefaultMaxInstances, "most instances of one service; a service over it keeps its last state, rejected")

@@ -1,7 +1,9 @@
 package nacos
 
 import (
+	"maps"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -326,5 +328,42 @@ func TestCompileErrors(t *testing.T) {
 	var d Naming
 	if _, errs := d.compile(); len(errs) > 0 || d.HostTemplate != DefaultHostTemplate || d.ProtocolKey != DefaultProtocolKey || d.Namespace != DefaultIstioNamespace || d.Cluster != ClusterAsLabel {
 		t.Errorf("defaults: %+v %v", d, errs)
+	}
+}
+
+// TestShareLabels: instances with equal labels share one map, others keep their own, and no
+// two different label sets get one key (a key written without lengths would join
+// {"a:1": "b"} and {"a": "1:b"}).
+func TestShareLabels(t *testing.T) {
+	insts := []model.Instance{
+		{ID: "a", Labels: map[string]string{"version": "v1", "zone": "z"}},
+		{ID: "b", Labels: map[string]string{"zone": "z", "version": "v1"}},
+		{ID: "c", Labels: map[string]string{"version": "v2", "zone": "z"}},
+		{ID: "d"},
+		{ID: "e", Labels: map[string]string{"a:1": "b"}},
+		{ID: "f", Labels: map[string]string{"a": "1:b"}},
+		{ID: "g", Labels: map[string]string{"zone": "z", "version": "v1"}},
+	}
+	want := make([]map[string]string, len(insts))
+	for n, in := range insts {
+		want[n] = maps.Clone(in.Labels)
+	}
+	shareLabels(insts)
+	same := func(a, b map[string]string) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	for n, in := range insts {
+		if !maps.Equal(in.Labels, want[n]) {
+			t.Errorf("instance %s: labels %v, want %v", in.ID, in.Labels, want[n])
+		}
+	}
+	if !same(insts[0].Labels, insts[1].Labels) || !same(insts[0].Labels, insts[6].Labels) {
+		t.Error("instances a, b and g have equal labels and do not share one map")
+	}
+	for _, pair := range [][2]int{{0, 2}, {4, 5}} {
+		if same(insts[pair[0]].Labels, insts[pair[1]].Labels) {
+			t.Errorf("instances %s and %s have different labels and share one map", insts[pair[0]].ID, insts[pair[1]].ID)
+		}
+	}
+	if insts[3].Labels != nil {
+		t.Errorf("instance d had no labels and has %v", insts[3].Labels)
 	}
 }

@@ -413,7 +413,9 @@ func TestPolarisWatchRefresh(t *testing.T) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	rec := startWatch(t, Config{RefreshInterval: interval, Registerer: reg}, s.HTTPAddr)
+	// The rate cap above what n services every interval ask, so that the interval is the one
+	// measured (TestRefreshRateCap tests the cap).
+	rec := startWatch(t, Config{RefreshInterval: interval, RefreshMaxRate: 1000, Registerer: reg}, s.HTTPAddr)
 	rec.WaitFor(t, 30*time.Second, func(state map[model.ServiceKey]model.Service) bool { return len(state) == n })
 	metric := func(name string, labels map[string]string) float64 {
 		fams, err := reg.Gather()

@@ -47,25 +47,33 @@ func (f *fakeSession) done() <-chan struct{}                   { return f.stop }
 func (f *fakeSession) err() error                              { return nil }
 func (f *fakeSession) close()                                  {}
 
-// TestRefreshSpread: services watched together get refresh times spread evenly over one
-// interval; a refresh reads again only those due, at most maxRefreshShare shares of a tick
-// at once, and moves each one interval on; a state that changed without a push is served.
-func TestRefreshSpread(t *testing.T) {
-	const n, interval = 100, 10 * time.Second
-	r, err := New(Config{Servers: []string{"127.0.0.1:8848"}, RefreshInterval: interval, Logger: slog.New(slog.DiscardHandler)})
+// refreshWatcher is a watcher of cfg (its server a placeholder: the session is fake) holding n
+// services svc-000, svc-001, ... not yet watched, and the recorder it reports to.
+func refreshWatcher(t *testing.T, cfg Config, n int) (*watcher, *fakeSession, []wire.Ref, *registrytest.Recorder) {
+	t.Helper()
+	cfg.Servers, cfg.Logger = []string{"127.0.0.1:8848"}, slog.New(slog.DiscardHandler)
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := registrytest.NewRecorder()
-	defer rec.Close()
+	t.Cleanup(rec.Close)
 	w := newWatcher(r, rec)
-	sess := newFakeSession()
-	ctx := context.Background()
 	refs := make([]wire.Ref, n)
 	for i := range refs {
 		refs[i] = wire.Ref{Group: DefaultGroup, Service: fmt.Sprintf("svc-%03d", i)}
 		w.svcs.add(refs[i])
 	}
+	return w, newFakeSession(), refs, rec
+}
+
+// TestRefreshSpread: services watched together get refresh times spread evenly over one
+// interval; a refresh reads again only those due, at most maxRefreshShare shares of a tick
+// at once, and moves each one interval on; a state that changed without a push is served.
+func TestRefreshSpread(t *testing.T) {
+	const n, interval = 100, 10 * time.Second
+	w, sess, refs, rec := refreshWatcher(t, Config{RefreshInterval: interval}, n)
+	ctx := context.Background()
 	start := time.Now()
 	if err := w.watchAll(ctx, sess, refs); err != nil {
 		t.Fatal(err)
@@ -119,5 +127,37 @@ func TestRefreshSpread(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the state the refresh found was not served:\n%s", rec.Dump())
+	}
+}
+
+// TestRefreshRateCap: with more services than the interval and the rate allow, each is
+// refreshed every services / rate seconds instead (spread over that), and one tick refreshes
+// at most twice its share of that rate.
+func TestRefreshRateCap(t *testing.T) {
+	const n, interval, rate = 100, time.Second, 10.0
+	w, sess, refs, _ := refreshWatcher(t, Config{RefreshInterval: interval, RefreshMaxRate: rate}, n)
+	if every := w.refreshEvery(); every != 10*time.Second {
+		t.Fatalf("refresh every %v for %d services at %g a second, want 10s", every, n, rate)
+	}
+	start := time.Now()
+	if err := w.watchAll(context.Background(), sess, refs); err != nil {
+		t.Fatal(err)
+	}
+	if at := w.svcs.entries[refs[n-1]].nextRefresh.Sub(start); at < 10*time.Second || at > 11*time.Second {
+		t.Errorf("the last service's first refresh %v after its watch, want about 10s (the rate's period, not the interval %v)", at, interval)
+	}
+	for _, e := range w.svcs.entries {
+		e.nextRefresh = time.Now().Add(-time.Second)
+	}
+	if err := w.refresh(context.Background(), sess); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := 0
+	for _, ref := range refs {
+		refreshed += sess.watches[ref] - 1
+	}
+	// A tick's share at 10 a second is 10; at most twice that.
+	if want := int(maxRefreshShare * rate * tick.Seconds()); refreshed != want {
+		t.Errorf("one tick with every service due refreshed %d, want %d (twice a tick's share of %g a second)", refreshed, want, rate)
 	}
 }

@@ -1,8 +1,6 @@
 package wire
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -68,16 +66,16 @@ func DecodeServiceInfo(data []byte, lim Limits) (*ServiceInfo, error) {
 	return info, nil
 }
 
-// jsonDecoder walks a JSON document token by token, so that counts are checked as they grow
+// jsonDecoder walks a JSON document value by value, so that counts are checked as they grow
 // (no unbounded intermediate map or slice is built first).
 type jsonDecoder struct {
-	dec  *json.Decoder
+	lx   lexer
 	what string
 	lim  Limits
 }
 
 func newJSONDecoder(data []byte, what string, lim Limits) *jsonDecoder {
-	return &jsonDecoder{dec: json.NewDecoder(bytes.NewReader(data)), what: what, lim: lim.orDefaults()}
+	return &jsonDecoder{lx: lexer{data: data}, what: what, lim: lim.orDefaults()}
 }
 
 func (d *jsonDecoder) fail(err error, format string, args ...any) error {
@@ -97,54 +95,103 @@ func (d *jsonDecoder) syntax(err error) error {
 
 // end checks that nothing follows the document.
 func (d *jsonDecoder) end() error {
-	if _, err := d.dec.Token(); !errors.Is(err, io.EOF) {
-		return d.fail(err, "data after the JSON document")
+	if d.lx.space(); d.lx.pos < len(d.lx.data) {
+		return d.fail(nil, "data after the JSON document")
 	}
 	return nil
+}
+
+// open consumes the opening byte of an object or array (or a null: ok false), or says what
+// came instead.
+func (d *jsonDecoder) open(c byte, name string) (ok bool, err error) {
+	b, err := d.lx.peek()
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	switch b {
+	case c:
+		d.lx.pos++
+		return true, nil
+	case 'n':
+		if err := d.lx.literal("null"); err != nil {
+			return false, d.syntax(err)
+		}
+		return false, nil
+	}
+	want := "an object"
+	if c == '[' {
+		want = "an array"
+	}
+	if name != "" {
+		name += ": "
+	}
+	return false, d.fail(nil, "%swant %s, got %s", name, want, kindAt(b))
+}
+
+// more consumes what follows an element of the container that end closes: true before the
+// next element (a ',' consumed), false at its end (end consumed). first is true before the
+// first element.
+func (d *jsonDecoder) more(end byte, first bool) (bool, error) {
+	b, err := d.lx.peek()
+	if err != nil {
+		return false, d.syntax(err)
+	}
+	switch {
+	case b == end:
+		d.lx.pos++
+		return false, nil
+	case first:
+		return true, nil
+	case b == ',':
+		d.lx.pos++
+		return true, nil
+	}
+	return false, d.syntax(d.lx.unexpected("after a value in an object or array"))
 }
 
 // object reads an object (or null, which calls nothing), calling field for each key; field must
 // consume the key's value.
 func (d *jsonDecoder) object(field func(key string) error) error {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return d.syntax(err)
+	ok, err := d.open('{', "")
+	if !ok {
+		return err
 	}
-	if tok == nil {
-		return nil
-	}
-	if delim, ok := tok.(json.Delim); !ok || delim != '{' {
-		return d.fail(nil, "want an object, got %s", tokenKind(tok))
-	}
-	for d.dec.More() {
-		tok, err := d.dec.Token()
+	for first := true; ; first = false {
+		more, err := d.more('}', first)
+		if !more {
+			return err
+		}
+		b, err := d.lx.peek()
+		if err == nil && b != '"' {
+			err = d.lx.unexpected("looking for beginning of object key string")
+		}
+		var key string
+		if err == nil {
+			key, err = d.lx.key()
+		}
+		if err == nil {
+			err = d.lx.expect(':', "after object key")
+		}
 		if err != nil {
 			return d.syntax(err)
 		}
-		key, _ := tok.(string)
 		if err := field(key); err != nil {
 			return err
 		}
 	}
-	if _, err := d.dec.Token(); err != nil {
-		return d.syntax(err)
-	}
-	return nil
 }
 
 // array reads an array (or null), calling elem for each element, at most limit of them.
 func (d *jsonDecoder) array(name string, limit int, elem func() error) error {
-	tok, err := d.dec.Token()
-	if err != nil {
-		return d.syntax(err)
+	ok, err := d.open('[', name)
+	if !ok {
+		return err
 	}
-	if tok == nil {
-		return nil
-	}
-	if delim, ok := tok.(json.Delim); !ok || delim != '[' {
-		return d.fail(nil, "%s: want an array, got %s", name, tokenKind(tok))
-	}
-	for n := 0; d.dec.More(); n++ {
+	for n := 0; ; n++ {
+		more, err := d.more(']', n == 0)
+		if !more {
+			return err
+		}
 		if n >= limit {
 			return d.fail(nil, "more than %d %s", limit, name)
 		}
@@ -152,28 +199,24 @@ func (d *jsonDecoder) array(name string, limit int, elem func() error) error {
 			return err
 		}
 	}
-	if _, err := d.dec.Token(); err != nil {
-		return d.syntax(err)
-	}
-	return nil
 }
 
 func (d *jsonDecoder) skip() error {
-	var raw json.RawMessage
-	if err := d.dec.Decode(&raw); err != nil {
+	if err := d.lx.skip(0); err != nil {
 		return d.syntax(err)
 	}
 	return nil
 }
 
-// scalar decodes one value into v (null leaves v as it is).
+// scalar decodes one value into v (null leaves v as it is): a *string, *bool, *int, *int64,
+// *float64 or *json.RawMessage.
 func (d *jsonDecoder) scalar(name string, v any) error {
-	if err := d.dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return d.fail(err, "%s: want %s, got %s", name, te.Type, te.Value)
-		}
+	wrong, err := d.lx.scalar(v)
+	if err != nil {
 		return d.syntax(err)
+	}
+	if wrong != "" {
+		return d.fail(nil, "%s: want %s", name, wrong)
 	}
 	return nil
 }
@@ -495,18 +538,4 @@ func pushRef(h pushHeader, info *ServiceInfo) Ref {
 		ref.Group = defaultGroup
 	}
 	return ref
-}
-
-func tokenKind(tok json.Token) string {
-	switch tok := tok.(type) {
-	case json.Delim:
-		return "'" + tok.String() + "'"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case float64, json.Number:
-		return "a number"
-	}
-	return "null"
 }

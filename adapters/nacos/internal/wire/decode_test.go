@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -138,5 +139,24 @@ func TestClip(t *testing.T) {
 	}
 	if got := Clip("ééé", 4); got != "éé…" {
 		t.Errorf("Clip at a rune boundary = %q", got)
+	}
+}
+
+// BenchmarkDecodeSubscribeResponse decodes a service of 10 instances as Polaris answers a
+// subscription (the shape of every push and answer at a start), for docs/benchmarks.md.
+func BenchmarkDecodeSubscribeResponse(b *testing.B) {
+	var hosts []string
+	for i := range 10 {
+		hosts = append(hosts, fmt.Sprintf(`{"instanceId":"88d59de7c0dc02fe4d963b6fc83671c2962368f%d","ip":"10.19.171.%d","port":8080,"weight":1,"healthy":true,"enabled":true,"ephemeral":true,"clusterName":"DEFAULT","serviceName":"DEFAULT_GROUP@@load-04921","metadata":{"preserved.register.source":"SPRING_CLOUD","version":"v1","zone":"zone-a","internal-nacos-cluster":"DEFAULT","internal-nacos-service":"DEFAULT_GROUP@@load-04921"},"instanceHeartBeatInterval":5000,"instanceHeartBeatTimeOut":15000,"ipDeleteTimeout":30000}`, i, i))
+	}
+	body := []byte(`{"resultCode":200,"errorCode":0,"message":null,"requestId":"17","serviceInfo":{"name":"load-04921","groupName":"DEFAULT_GROUP","clusters":"","cacheMillis":1000,"hosts":[` +
+		strings.Join(hosts, ",") + `],"lastRefTime":1764230000000,"checksum":"c0ffee","allIPs":false,"reachProtectionThreshold":false,"valid":true}}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		info, err := decodeSubscribeResponse(body, Limits{})
+		if err != nil || len(info.Hosts) != 10 {
+			b.Fatal(info, err)
+		}
 	}
 }
