@@ -121,9 +121,10 @@ const (
 // FixedCreateTime is the create_time of every resource: the Unix epoch, what istiod reads for
 // an unset one. A time that depends on when a process first saw a resource would differ
 // between two replicas, and after every restart, so their resources would not be byte-identical;
-// it would also move the order istiod gives configs that share a host (oldest first, then by
-// name) each time Galleon restarted. One fixed time never moves (a moving create_time forces
-// istiod into a full push, istio#30683), and ties are ordered by name.
+// it would also move the order istiod gives services that share a host (oldest first) each time
+// Galleon restarted. It saves no push, and it does not order Galleon's own entries: they tie,
+// and istiod breaks the tie by host and namespace (docs/architecture.md, "One host from several
+// sources").
 func FixedCreateTime() time.Time { return time.Unix(0, 0).UTC() }
 
 // newResource hashes and encodes obj. createTime is the time to record when

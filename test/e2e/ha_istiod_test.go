@@ -206,8 +206,7 @@ func testReplicaSwitch(t *testing.T, rel istiod.Release) {
 	}
 
 	// 4. An endpoint-only change, now from b, is still EDS-only in istiod: b's resources must
-	// carry what istiod holds from a (create_time included: a moved create_time makes istiod
-	// push in full, istio#30683).
+	// carry what istiod holds from a, create_time included (the same bytes from either replica).
 	reg.Services[9].Instances[1].Address = "10.21.9.2"
 	writeRegistryFile(t, dir, "ha.yaml", reg)
 	waitForServiceEntries(t, ctx, ist, "an endpoint change served by b", func(ses map[string]serviceEntry) string {
