@@ -96,7 +96,9 @@ func (w *watcher) discover(ctx context.Context, sess session) ([]wire.Ref, error
 				names = d.accept(w, lk, names)
 			}
 			for _, name := range names {
-				want[listedRef(ns, g, name, allGroups, groups)] = true
+				if ref := listedRef(ns, g, name, allGroups, groups); !w.svcs.mapper.unwatched(ref) {
+					want[ref] = true
+				}
 			}
 		}
 	}

@@ -60,6 +60,18 @@ func dubboInterface(name string) (category, iface, version, group string, ok boo
 	return "", "", "", "", false
 }
 
+// unwatched reports a service there is nothing to serve of, whatever it holds: with the Dubbo
+// mapping on, Dubbo's consumers:, configurators: and routers: services (D2). They are not
+// subscribed: every Dubbo consumer registers one, and each would cost a subscription, its
+// pushes and its refreshes for nothing.
+func (m *mapper) unwatched(ref wire.Ref) bool {
+	if !m.naming.Dubbo {
+		return false
+	}
+	category, _, _, _, ok := dubboInterface(ref.Service)
+	return ok && category != dubboProviders
+}
+
 // mapDubbo maps ref when it is Dubbo's: ok is false when it is not (a plain service).
 func (m *mapper) mapDubbo(ref wire.Ref, info *wire.ServiceInfo) (mapped, bool) {
 	if category, iface, version, group, ok := dubboInterface(ref.Service); ok {

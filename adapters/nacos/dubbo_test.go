@@ -1,6 +1,7 @@
 package nacos
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -212,5 +213,33 @@ func TestDubboOnNacos(t *testing.T) {
 	off := testMapper(t, func(n *Naming) { n.Dubbo = false })
 	if out := off.mapService(ref, info); out.skip || strings.HasSuffix(out.service.Hosts[0], ".dubbo") || len(out.rejected) == 0 {
 		t.Errorf("Dubbo off: %+v", out)
+	}
+}
+
+// TestDubboUnwatched: with the Dubbo mapping on, discovery subscribes to no consumers:,
+// configurators: or routers: service (nothing of them is served: D2), and to providers: and
+// plain services as before; with it off, every listed service is a plain one, watched.
+func TestDubboUnwatched(t *testing.T) {
+	listed := []string{"orders", "consumers:org.x.Foo::", "providers:org.x.Foo::", "routers:org.x.Foo::", "configurators:org.x.Foo:1.0:g"}
+	for _, tc := range []struct {
+		dubbo bool
+		want  []string
+	}{
+		{true, []string{"orders", "providers:org.x.Foo::"}},
+		{false, listed},
+	} {
+		w, sess, _, _ := refreshWatcher(t, Config{Naming: Naming{Dubbo: tc.dubbo}}, 0)
+		sess.listed = listed
+		refs, err := w.discover(context.Background(), sess)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ref := range refs {
+			got = append(got, ref.Service)
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(tc.want))) {
+			t.Errorf("--nacos-dubbo=%v: discovery watches %q, want %q", tc.dubbo, got, tc.want)
+		}
 	}
 }

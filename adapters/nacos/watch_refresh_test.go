@@ -13,11 +13,13 @@ import (
 )
 
 // fakeSession is a gRPC session whose every service has one instance, at the IP ips holds
-// for it (10.0.0.1 by default); it counts the watches of each service.
+// for it (10.0.0.1 by default); it counts the watches of each service. Every listing holds
+// the names in listed.
 type fakeSession struct {
 	mu      sync.Mutex
 	ips     map[wire.Ref]string
 	watches map[wire.Ref]int
+	listed  []string
 	stop    chan struct{}
 }
 
@@ -27,7 +29,7 @@ func newFakeSession() *fakeSession {
 
 func (f *fakeSession) api() string { return APIGRPC }
 func (f *fakeSession) list(context.Context, string, string, int, int) (wire.ServicePage, error) {
-	return wire.ServicePage{}, nil
+	return wire.ServicePage{Count: len(f.listed), Names: f.listed}, nil
 }
 func (f *fakeSession) watch(_ context.Context, ref wire.Ref) (*wire.ServiceInfo, error) {
 	f.mu.Lock()
