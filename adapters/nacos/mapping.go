@@ -230,7 +230,7 @@ func shareLabels(insts []model.Instance) {
 		if len(l) == 0 {
 			continue
 		}
-		key = labelKey(key[:0], l)
+		key = registry.AppendLabelKey(key[:0], l)
 		if have, ok := sets[string(key)]; ok {
 			insts[n].Labels = have
 			continue
@@ -240,18 +240,6 @@ func shareLabels(insts []model.Instance) {
 		}
 		sets[string(key)] = l
 	}
-}
-
-// labelKey appends to b a key that equal label sets, and only they, share: the entries in key
-// order, each string preceded by its length.
-func labelKey(b []byte, l map[string]string) []byte {
-	for _, k := range sortedKeys(l) {
-		b = strconv.AppendInt(b, int64(len(k)), 10)
-		b = append(append(b, ':'), k...)
-		b = strconv.AppendInt(b, int64(len(l[k])), 10)
-		b = append(append(b, ':'), l[k]...)
-	}
-	return b
 }
 
 // labels are an instance's endpoint labels: its metadata but Nacos's and Polaris's bookkeeping

@@ -2,9 +2,10 @@ package zookeeper
 
 import (
 	"maps"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/galleon-mesh/galleon/registry"
 )
 
 // service is what the adapter knows of one service znode.
@@ -73,18 +74,8 @@ func (ls *labelSets) prune(nodes map[string]*node) {
 	maps.DeleteFunc(ls.sets, func(k string, _ map[string]string) bool { return !used[k] })
 }
 
-// labelKey is a canonical form of a label set: sorted key=value pairs, NUL-separated.
-func labelKey(m map[string]string) string {
-	keys := slices.Sorted(maps.Keys(m))
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(m[k])
-		b.WriteByte(0)
-	}
-	return b.String()
-}
+// labelKey is a canonical form of a label set (registry.AppendLabelKey).
+func labelKey(m map[string]string) string { return string(registry.AppendLabelKey(nil, m)) }
 
 type served struct {
 	hd hostData
