@@ -103,3 +103,28 @@ func DeprecatedFlag(fs *pflag.FlagSet, old, current string) {
 	})
 	_ = fs.MarkDeprecated(old, "use --"+current) // the flag was just added: cannot fail
 }
+
+// FleetSpec describes a binary that runs several registries side by side from a registry list
+// (galleon-fleet): one gRPC port, one snapshot in which no host is served twice, one set of
+// metrics with a registry label. Kinds are the adapters its list may name, each by its
+// Spec.Registry, built from an entry's settings exactly as its own binary builds it from flags.
+type FleetSpec struct {
+	Name    string
+	Summary string
+	Kinds   []Spec
+}
+
+// FleetMain runs the fleet binary described by spec with the process's arguments and returns
+// its exit code, as Main does.
+func FleetMain(spec FleetSpec) int {
+	return RunFleet(context.Background(), spec, os.Args[1:], os.Stderr)
+}
+
+// RunFleet is FleetMain with explicit arguments and output, for tests.
+func RunFleet(ctx context.Context, spec FleetSpec, args []string, stderr io.Writer) int {
+	s := server.FleetSpec{Name: spec.Name, Summary: spec.Summary}
+	for _, k := range spec.Kinds {
+		s.Kinds = append(s.Kinds, k.server())
+	}
+	return server.RunFleet(ctx, s, args, stderr)
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/adapters/consul"
+	"github.com/galleon-mesh/galleon/cmd/internal/builtin"
 	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 	"github.com/galleon-mesh/galleon/registry"
@@ -18,7 +19,7 @@ import (
 // TestBadFlagsFailAtStart checks that a bad value stops the binary with
 // exit status 2 and a message naming the flag to fix.
 func TestBadFlagsFailAtStart(t *testing.T) {
-	spec := daemon.Spec{Name: "galleon-consul", Registry: "consul", Flags: flags}
+	spec := daemon.Spec{Name: "galleon-consul", Registry: "consul", Flags: builtin.Consul().Flags}
 	for _, tt := range []struct {
 		args []string
 		want string
@@ -54,7 +55,7 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 		"wait": "3m", "resync": "7m", "sweep-interval": "3s", "datacenter-refresh": "2m",
 		"fetch-concurrency": "9", "service-watches": "12",
 	}
-	daemontest.CheckRenamedFlags(t, flags, consul.RenamedFlags(), values)
+	daemontest.CheckRenamedFlags(t, builtin.Consul().Flags, consul.RenamedFlags(), values)
 }
 
 // errTemplateOK stops the daemon once the registry was built.
@@ -74,7 +75,7 @@ func TestHostTemplateServiceFieldWarns(t *testing.T) {
 	} {
 		spec := daemon.Spec{Name: "galleon-consul", Registry: "consul", Summary: "test",
 			Flags: func(fs *pflag.FlagSet) daemon.NewRegistry {
-				newRegistry := flags(fs)
+				newRegistry := builtin.Consul().Flags(fs)
 				return func(env daemon.Env) (registry.Registry, error) {
 					if _, err := newRegistry(env); err != nil {
 						return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/galleon-mesh/galleon/adapters/eureka"
+	"github.com/galleon-mesh/galleon/cmd/internal/builtin"
 	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 )
@@ -26,7 +27,7 @@ func TestBadFlagsFailAtStart(t *testing.T) {
 		{[]string{"--eureka-urls", "http://127.0.0.1:1/eureka", "--namespace", "Bad_NS"}, `--namespace "Bad_NS"`},
 	} {
 		var stderr bytes.Buffer
-		code := daemon.Run(context.Background(), spec(), append(tt.args, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"), &stderr)
+		code := daemon.Run(context.Background(), builtin.Eureka(), append(tt.args, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"), &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %s", tt.args, code, stderr.String(), tt.want)
 		}
@@ -37,5 +38,5 @@ func TestBadFlagsFailAtStart(t *testing.T) {
 // current name, and warns that it is deprecated.
 func TestOldFlagNamesStillWork(t *testing.T) {
 	values := map[string]string{"poll-interval": "7s", "max-lease-age": "3m"}
-	daemontest.CheckRenamedFlags(t, flags, eureka.RenamedFlags(), values)
+	daemontest.CheckRenamedFlags(t, builtin.Eureka().Flags, eureka.RenamedFlags(), values)
 }

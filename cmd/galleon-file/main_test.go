@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/galleon-mesh/galleon/adapters/file"
+	"github.com/galleon-mesh/galleon/cmd/internal/builtin"
 	"github.com/galleon-mesh/galleon/daemon"
 	"github.com/galleon-mesh/galleon/internal/testing/daemontest"
 )
@@ -19,7 +20,7 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 		"resync": "7m", "removal-delay": "3s", "scan-quiet": "5ms",
 		"max-file-size": "1024",
 	}
-	daemontest.CheckRenamedFlags(t, flags, file.RenamedFlags(), values)
+	daemontest.CheckRenamedFlags(t, builtin.File().Flags, file.RenamedFlags(), values)
 }
 
 // TestOldDirFlagReachesTheRegistry: --dir, the old name of --file-dir, is
@@ -27,7 +28,7 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 // naming it).
 func TestOldDirFlagReachesTheRegistry(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing")
-	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test", Flags: flags}
+	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test", Flags: builtin.File().Flags}
 	var stderr strings.Builder
 	code := daemon.Run(context.Background(), spec, []string{"--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--dir", missing}, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), missing+" does not exist") || !strings.Contains(stderr.String(), "use --file-dir") {
@@ -37,7 +38,7 @@ func TestOldDirFlagReachesTheRegistry(t *testing.T) {
 
 // TestOldFlagNamesAreHiddenFromHelp: --help lists the current names only.
 func TestOldFlagNamesAreHiddenFromHelp(t *testing.T) {
-	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test", Flags: flags}
+	spec := daemon.Spec{Name: "galleon-file", Registry: "file", Summary: "test", Flags: builtin.File().Flags}
 	var stderr strings.Builder
 	if code := daemon.Run(context.Background(), spec, []string{"--help"}, &stderr); code != 0 {
 		t.Fatalf("--help exit %d", code)

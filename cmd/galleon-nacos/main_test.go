@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/galleon-mesh/galleon/cmd/internal/builtin"
 	"github.com/galleon-mesh/galleon/daemon"
 )
 
@@ -40,7 +41,7 @@ func TestBadFlagsFailAtStart(t *testing.T) {
 		{append(server, "--namespace", "Bad_NS"), `--namespace "Bad_NS"`},
 	} {
 		var stderr bytes.Buffer
-		code := daemon.Run(context.Background(), spec(), append(tt.args, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"), &stderr)
+		code := daemon.Run(context.Background(), builtin.Nacos(), append(tt.args, "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"), &stderr)
 		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %s", tt.args, code, stderr.String(), tt.want)
 		}

@@ -15,6 +15,7 @@ package convert
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -547,8 +548,10 @@ func (c *converter) workload(inst *model.Instance) *networking.WorkloadEntry {
 func (c *converter) workloadEntries(workloads []served) []Resource {
 	names := workloadNames(c.name, workloads)
 	var annotations map[string]string
-	if c.opts.Registry != "" {
-		annotations = map[string]string{AnnotationRegistry: c.opts.Registry}
+	// Without a registry of the options' own (the fleet's pipeline, which serves several), the
+	// service names its registries in its annotation, as its ServiceEntry does.
+	if registry := cmp.Or(c.opts.Registry, c.svc.Annotations[AnnotationRegistry]); registry != "" {
+		annotations = map[string]string{AnnotationRegistry: registry}
 	}
 
 	out := make([]Resource, 0, len(workloads))

@@ -66,6 +66,17 @@ type Config struct {
 	// came in: what the change -> every sink ACKed latency is measured
 	// from (serve.ChangeAcks.Changed).
 	Applied func(seq uint64, reported time.Time)
+	// Forward, when set, makes the pipeline an intake for one registry of
+	// several (the fleet): each flush hands the changes of its services,
+	// after the emptiness rule, to Forward instead of converting them
+	// (nil: removed), with synced true from the registry's first full
+	// listing on. The store is never written; what Forward is handed
+	// belongs to it. Called from the Run goroutine only.
+	Forward func(changes map[model.ServiceKey]*model.Service, synced bool)
+	// LabelledRegisterer says that Registerer adds the registry label to
+	// every metric itself (the fleet wraps one per registry), so the
+	// pipeline adds none of its own.
+	LabelledRegisterer bool
 }
 
 // DefaultQuiet and DefaultMaxDelay are the coalescing defaults;
@@ -203,7 +214,11 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 		given:      map[model.ServiceKey][]netip.Addr{},
 		givenUsers: refCounts[netip.Addr]{},
 	}
-	p.metrics = newMetrics(cfg.Registerer, cfg.Registry, p.lastKnownCurrent)
+	registryLabel := cfg.Registry
+	if cfg.LabelledRegisterer {
+		registryLabel = ""
+	}
+	p.metrics = newMetrics(cfg.Registerer, registryLabel, p.lastKnownCurrent)
 	p.rejections = rejections{log: log, metrics: p.metrics}
 	p.invalid = map[model.ServiceKey]bool{}
 	p.dropped = map[model.ServiceKey][]string{}
@@ -431,6 +446,10 @@ func (p *Pipeline) flush() {
 	}
 
 	p.holdRemovals(work)
+	if p.cfg.Forward != nil {
+		p.forward(work, replaced)
+		return
+	}
 	if p.cfg.VIPs != nil {
 		p.allocate(work)
 	}
@@ -480,6 +499,38 @@ func (p *Pipeline) flush() {
 	p.status.Services = len(p.served)
 	p.status.LastFlush = time.Now()
 	p.status.Seq = snap.Seq
+	p.statusMu.Unlock()
+}
+
+// forward hands one flush's changes to Config.Forward, leaving out the
+// services reported again unchanged, and keeps what was handed on as served.
+func (p *Pipeline) forward(work map[model.ServiceKey]*model.Service, replaced bool) {
+	for key, svc := range work {
+		old := p.served[key]
+		switch {
+		case svc == nil && old == nil:
+			delete(work, key)
+		case svc == nil:
+			delete(p.served, key)
+		case old != nil && reflect.DeepEqual(old.model, svc):
+			delete(work, key)
+		default:
+			p.served[key] = &servedService{model: svc}
+		}
+	}
+	first := replaced && !p.synced
+	if first {
+		p.synced = true
+		p.log.Info("registry synced", "services", len(p.served))
+	}
+	if len(work) > 0 || first {
+		p.cfg.Forward(work, p.synced)
+	}
+	p.metrics.services.Set(float64(len(p.served)))
+	p.statusMu.Lock()
+	p.status.Synced = p.synced
+	p.status.Services = len(p.served)
+	p.status.LastFlush = time.Now()
 	p.statusMu.Unlock()
 }
 
@@ -633,7 +684,7 @@ func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*s
 		return nil, false, nil, err
 	}
 	resources := converted.Resources
-	origin := originOf(p.cfg.Registry, resources)
+	origin := originOf(p.cfg.Registry, svc.Annotations, resources)
 	objects = make([]*snapshot.Object, 0, len(resources))
 	for _, r := range resources {
 		if se, ok := r.Spec.(*networking.ServiceEntry); ok {
@@ -651,8 +702,14 @@ func (p *Pipeline) objects(svc *model.Service, addresses []string) (objects []*s
 
 // originOf describes, for config subset rules, the service resources were
 // converted from, as served: sanitised namespace, hosts and labels, taken
-// from its ServiceEntry.
-func originOf(registry string, resources []convert.Resource) *snapshot.Origin {
+// from its ServiceEntry. Without a registry of the pipeline's own (the
+// fleet's, which serves several) the service's galleon.io/registry
+// annotation names it; a host merged from several registries lists them
+// there, and the first is the one subset rules see.
+func originOf(registry string, annotations map[string]string, resources []convert.Resource) *snapshot.Origin {
+	if registry == "" {
+		registry, _, _ = strings.Cut(annotations[convert.AnnotationRegistry], ",")
+	}
 	o := &snapshot.Origin{Registry: registry}
 	for _, r := range resources {
 		if spec, ok := r.Spec.(*networking.ServiceEntry); ok {
@@ -776,10 +833,14 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 		}),
 	}
 	m.recordsRejected.WithLabelValues(reasonOther) // 0, not absent, until the first rejection
+	var constLabels prometheus.Labels
+	if registry != "" {
+		constLabels = prometheus.Labels{"registry": registry}
+	}
 	lastSync := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "galleon_registry_last_sync_timestamp_seconds",
 		Help:        "When the state served was last known to match the registry (Unix time): now while it is reachable and listed, the moment it was reported unreachable while it is not, the process start until the first listing. Alert on time() minus this.",
-		ConstLabels: prometheus.Labels{"registry": registry},
+		ConstLabels: constLabels,
 	}, func() float64 { return float64(lastKnownCurrent().UnixNano()) / 1e9 })
 	if reg != nil {
 		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync,

@@ -365,20 +365,8 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for the flags.\n", spec.Name, err, spec.Name)
-		return 2
-	}
-	if err := loadSettings(fs, o.config); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
-		return 2
-	}
-	if err := o.check(); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
-		return 2
+	if code, ok := parseSettings(fs, spec.Name, args, &o, stderr, o.check); !ok {
+		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel).With("registry", spec.Registry)
 	for _, f := range deprecatedInUse(fs) {
@@ -406,6 +394,28 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 	return 0
 }
 
+// parseSettings parses args, then the environment and the --config file, and checks the result
+// with check. ok false: the binary exits with code (0 after --help, 2 on bad settings, said on
+// stderr).
+func parseSettings(fs *pflag.FlagSet, name string, args []string, o *options, stderr io.Writer, check func() error) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for the flags.\n", name, err, name)
+		return 2, false
+	}
+	if err := loadSettings(fs, o.config); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2, false
+	}
+	if err := check(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2, false
+	}
+	return 0, true
+}
+
 func newLogger(w io.Writer, format, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level)) // checked in options.check
@@ -418,22 +428,53 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 
 // runServers runs everything until ctx is cancelled or a part fails.
 func runServers(ctx context.Context, spec Spec, o *options, reg registry.Registry, listenerTLS *servertls.Server, log *slog.Logger, metrics *prometheus.Registry) error {
+	c, err := newCore(o, metrics)
+	if err != nil {
+		return err
+	}
+	cfg := o.pipelineConfig(c, log, metrics)
+	cfg.Registry = spec.Registry
+	pipe := pipeline.New(c.store, cfg)
+	return c.serve(ctx, o, listenerTLS, log, metrics, func(subsets *subset.Router) http.Handler {
+		return httpHandler(spec, pipe, c.store, subsets, metrics, o.debugPprof)
+	}, func(parts *rungroup.Group, ctx context.Context) {
+		parts.Go("registry", func() error { return reg.Run(ctx, pipe) })
+		parts.Go("pipeline", func() error { return pipe.Run(ctx) })
+	})
+}
 
-	store := snapshot.NewStore()
+// core is what every binary serves from: the snapshot store its pipeline
+// writes and the servers read, what measures change -> every sink ACKed,
+// and the address allocator.
+type core struct {
+	store      *snapshot.Store
+	changeAcks *serve.ChangeAcks
+	vips       *vip.Allocator
+}
+
+func newCore(o *options, metrics prometheus.Registerer) (*core, error) {
+	vips, err := o.addresses() // checked at start
+	if err != nil {
+		return nil, err
+	}
 	// Change -> every sink ACKed: the pipeline says when each snapshot's
 	// changes were reported, the servers what each stream has answered.
-	changeAcks := serve.NewChangeAcks(metrics, append(xds.Protocols(), mcp.Protocol))
+	return &core{
+		store:      snapshot.NewStore(),
+		changeAcks: serve.NewChangeAcks(metrics, append(xds.Protocols(), mcp.Protocol)),
+		vips:       vips,
+	}, nil
+}
+
+// pipelineConfig is the configuration of the pipeline that writes c.store,
+// from the settings; the caller names the registry.
+func (o *options) pipelineConfig(c *core, log *slog.Logger, metrics prometheus.Registerer) pipeline.Config {
 	mode := convert.ModeServiceEntry
 	if o.output == "workloadentry" {
 		mode = convert.ModeWorkloadEntry
 	}
-	vips, err := o.addresses() // checked at start
-	if err != nil {
-		return err
-	}
-	pipe := pipeline.New(store, pipeline.Config{
-		VIPs:     vips,
-		Registry: spec.Registry,
+	return pipeline.Config{
+		VIPs:     c.vips,
 		Convert:  convert.Options{Mode: mode, PanicThresholdPercent: o.panicThreshold, OmitNoEndpointsLabel: !o.noEndpointsLabel},
 		Quiet:    o.quiet,
 		MaxDelay: o.maxDelay,
@@ -443,9 +484,16 @@ func runServers(ctx context.Context, spec Spec, o *options, reg registry.Registr
 
 		Logger:     log,
 		Registerer: metrics,
-		Applied:    changeAcks.Changed,
-	})
+		Applied:    c.changeAcks.Changed,
+	}
+}
 
+// serve runs the gRPC and HTTP servers on c.store, and the parts run
+// adds, until ctx is cancelled or a part fails. handler builds the HTTP
+// handler once the config subsets are known.
+func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Server, log *slog.Logger, metrics prometheus.Registerer,
+	handler func(subsets *subset.Router) http.Handler, run func(parts *rungroup.Group, ctx context.Context)) error {
+	store := c.store
 	grpcLis, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
@@ -483,23 +531,22 @@ func runServers(ctx context.Context, spec Spec, o *options, reg registry.Registr
 		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(listenerTLS.Config())))
 	}
 	g := grpc.NewServer(grpcOpts...)
-	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks, Budget: budget})
+	xdsSrv := xds.NewServer(routes, xds.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: c.changeAcks, Budget: budget})
 	xdsSrv.Register(g)
-	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: changeAcks, Budget: budget})
+	mcpSrv := mcp.NewServer(routes, mcp.Options{Logger: log, Registerer: metrics, SendTimeout: o.sendTimeout, ChangeAcks: c.changeAcks, Budget: budget})
 	mcpSrv.Register(g)
 	healthSrv := health.NewServer()
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{Handler: httpHandler(spec, pipe, store, subsets, metrics, o.debugPprof), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: handler(subsets), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
-		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(vips),
+		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(c.vips),
 		"client_limits", budget.Limits().String())
 
 	parts, ctx := rungroup.WithContext(ctx)
-	parts.Go("registry", func() error { return reg.Run(ctx, pipe) })
-	parts.Go("pipeline", func() error { return pipe.Run(ctx) })
+	run(parts, ctx)
 	parts.Go("grpc", func() error { return g.Serve(grpcLis) })
 	parts.Go("http", func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
@@ -596,12 +643,7 @@ func collectionStates(snap *snapshot.Snapshot) map[string]collectionState {
 }
 
 func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subsets *subset.Router, metrics *prometheus.Registry, profiles bool) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	readyz := func(w http.ResponseWriter, _ *http.Request) {
 		st := pipe.Status()
 		switch {
 		case !st.Synced && st.Unreachable != nil:
@@ -628,8 +670,8 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 			}
 			fmt.Fprintln(w, "ready")
 		}
-	})
-	mux.HandleFunc("/debug/status", func(w http.ResponseWriter, _ *http.Request) {
+	}
+	status := func(w http.ResponseWriter, _ *http.Request) {
 		st := pipe.Status()
 		snap := store.Current()
 		rep := statusReport{Registry: spec.Registry, Synced: st.Synced, Stale: st.Unreachable != nil,
@@ -644,21 +686,45 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 		rep.Collections = collectionStates(snap)
 		rep.Rejected, rep.RejectedCount = pipe.Rejections(statusRejections)
 		rep.Degraded = pipe.DegradedParts()
-		for name, view := range subsets.Views() {
-			if rep.Subsets == nil {
-				rep.Subsets = map[string]map[string]collectionState{}
-			}
-			rep.Subsets[name] = collectionStates(view)
+		rep.Subsets = subsetStates(subsets)
+		writeJSON(w, rep)
+	}
+	return serveMux(spec.Name, metrics, profiles, "ready once the registry was listed", readyz, status)
+}
+
+// subsetStates are the config subsets' views, by subset name; nil without subsets.
+func subsetStates(subsets *subset.Router) map[string]map[string]collectionState {
+	var out map[string]map[string]collectionState
+	for name, view := range subsets.Views() {
+		if out == nil {
+			out = map[string]map[string]collectionState{}
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(rep)
+		out[name] = collectionStates(view)
+	}
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// serveMux serves what every binary serves over HTTP: metrics from g, liveness, readiness and
+// status by the binary's own handlers, Go profiles when asked for, and an index.
+func serveMux(name string, g prometheus.Gatherer, profiles bool, ready string, readyz, status http.HandlerFunc) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
 	})
+	mux.HandleFunc("/readyz", readyz)
+	mux.HandleFunc("/debug/status", status)
 	index := []string{
 		"/metrics       Prometheus metrics",
 		"/healthz       liveness",
-		"/readyz        readiness (ready once the registry was listed)",
+		"/readyz        readiness (" + ready + ")",
 		"/debug/status  what is served, as JSON",
 	}
 	if profiles {
@@ -677,7 +743,7 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintf(w, "%s\n\n%s\n", spec.Name, strings.Join(index, "\n"))
+		fmt.Fprintf(w, "%s\n\n%s\n", name, strings.Join(index, "\n"))
 	})
 	return mux
 }
