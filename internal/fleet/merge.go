@@ -92,7 +92,15 @@ type Merger struct {
 	started bool
 	// collisions are the hosts with more than one member now.
 	collisions map[string]*Collision
-	logs       logLimit
+	// extras are the further hosts (after the first) of what each host
+	// would serve, sanitised; extraClaims the hosts whose output lists
+	// each further host; extraCollisions the further hosts that more than
+	// one service lists, or that are another group's first host
+	// (further.go).
+	extras          map[string][]string
+	extraClaims     map[string]map[string]bool
+	extraCollisions map[string]*Collision
+	logs            logLimit
 }
 
 // lane is what one registry has reported.
@@ -127,6 +135,7 @@ func NewMerger(out Output, cfg MergerConfig) *Merger {
 		rules: slices.Clone(cfg.Rules), order: map[string]int{}, lanes: map[string]*lane{},
 		groups: map[string][]member{}, claims: map[model.ServiceKey]map[string]bool{},
 		served: map[string]servedHost{}, collisions: map[string]*Collision{},
+		extras: map[string][]string{}, extraClaims: map[string]map[string]bool{}, extraCollisions: map[string]*Collision{},
 		logs: logLimit{burst: collisionLogBurst, window: time.Minute},
 	}
 	for i, name := range cfg.Registries {
@@ -275,12 +284,21 @@ func (m *Merger) SetRules(rules []HostRule) {
 func (m *Merger) Collisions(n int) ([]Collision, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	hosts := slices.Sorted(maps.Keys(m.collisions))
-	out := make([]Collision, 0, min(n, len(hosts)))
-	for _, h := range hosts[:min(n, len(hosts))] {
-		out = append(out, *m.collisions[h])
+	all := make([]*Collision, 0, len(m.collisions)+len(m.extraCollisions))
+	for _, c := range m.collisions {
+		all = append(all, c)
 	}
-	return out, len(hosts)
+	for _, c := range m.extraCollisions {
+		all = append(all, c)
+	}
+	slices.SortFunc(all, func(a, b *Collision) int {
+		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.Detail, b.Detail))
+	})
+	out := make([]Collision, 0, min(n, len(all)))
+	for _, c := range all[:min(n, len(all))] {
+		out = append(out, *c)
+	}
+	return out, len(all)
 }
 
 // hostOf is the host a service is grouped by: its first host, sanitised
@@ -302,6 +320,9 @@ func (m *Merger) join(mb member, dirty map[string]bool) {
 	m.groups[host] = m.sorted(append(slices.Clone(before), mb))
 	dirty[host] = true
 	m.claimChanged(host, before, dirty)
+	if len(before) == 0 {
+		m.primaryChanged(host, dirty)
+	}
 }
 
 // leave takes mb out of its host's group.
@@ -311,6 +332,7 @@ func (m *Merger) leave(mb member, dirty map[string]bool) {
 	after := slices.DeleteFunc(slices.Clone(before), func(x member) bool { return x.registry == mb.registry && x.key == mb.key })
 	if len(after) == 0 {
 		delete(m.groups, host)
+		m.primaryChanged(host, dirty)
 	} else {
 		m.groups[host] = after
 	}
@@ -408,17 +430,46 @@ func (m *Merger) outputKey(host string) model.ServiceKey {
 func (m *Merger) start() {
 	m.started = true
 	all := make([]model.Service, 0, len(m.groups))
+	dirty := make(map[string]bool, len(m.groups))
 	for host := range m.groups {
-		key, svc := m.resolve(host)
-		if svc == nil {
+		dirty[host] = true
+	}
+	for host, out := range m.judge(dirty) {
+		if out.svc == nil {
 			continue
 		}
-		m.served[host] = servedHost{key, svc}
-		all = append(all, *svc)
+		m.served[host] = out
+		all = append(all, *out.svc)
 	}
 	m.metrics.hosts.Set(float64(len(m.served)))
 	m.out.Replace(all)
-	m.log.Info("every registry's services merged and handed on", "hosts", len(all), "collisions", len(m.collisions))
+	m.log.Info("every registry's services merged and handed on", "hosts", len(all), "collisions", len(m.collisions)+len(m.extraCollisions))
+}
+
+// judge decides what is served for the dirty hosts, and for the hosts whose further hosts the
+// decisions take or give back (served: nil svc for none).
+func (m *Merger) judge(dirty map[string]bool) map[string]servedHost {
+	raw := make(map[string]servedHost, len(dirty))
+	for pending := dirty; len(pending) > 0; {
+		next := map[string]bool{}
+		for host := range pending {
+			if _, done := raw[host]; done {
+				continue
+			}
+			key, svc := m.resolve(host)
+			raw[host] = servedHost{key, svc}
+			m.claimExtras(host, svc, next)
+		}
+		pending = next
+	}
+	out := make(map[string]servedHost, len(raw))
+	for host, r := range raw {
+		if r.svc != nil {
+			r.svc = m.ownHosts(host, r.svc)
+		}
+		out[host] = r
+	}
+	return out
 }
 
 // report judges the dirty hosts again and reports what changed; before
@@ -438,8 +489,8 @@ func (m *Merger) report(dirty map[string]bool) {
 	}
 	updates := map[model.ServiceKey]*model.Service{}
 	var deletes []model.ServiceKey
-	for host := range dirty {
-		key, svc := m.resolve(host)
+	for host, now := range m.judge(dirty) {
+		key, svc := now.key, now.svc
 		old, had := m.served[host]
 		if had && (svc == nil || old.key != key) {
 			deletes = append(deletes, old.key)
@@ -604,16 +655,22 @@ func portList(ports []model.Port) string {
 // setCollision records host's collision (nil: none), logging and metering
 // each change of its outcome.
 func (m *Merger) setCollision(host string, c *Collision) {
-	old := m.collisions[host]
+	m.record(m.collisions, host, c)
+}
+
+// record sets host's collision in records (nil: none), logging and
+// metering each change of its outcome.
+func (m *Merger) record(records map[string]*Collision, host string, c *Collision) {
+	old := records[host]
 	if c == nil {
 		if old != nil {
-			delete(m.collisions, host)
+			delete(records, host)
 			m.metrics.collisions.WithLabelValues(old.Outcome).Dec()
 			m.logs.log(m.log, slog.LevelInfo, "host collision ended: one registry service has the host", "host", registry.Cut(host, registry.MaxRecordLen))
 		}
 		return
 	}
-	m.collisions[host] = c
+	records[host] = c
 	if old != nil && old.Outcome == c.Outcome && slices.Equal(old.Services, c.Services) && slices.Equal(old.Served, c.Served) {
 		return
 	}

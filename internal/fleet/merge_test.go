@@ -326,3 +326,55 @@ func gauge(t *testing.T, g prometheus.Gauge) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// A further host (after the first) is served by one ServiceEntry only: the group whose first host
+// it is, else the group listed first that lists it.
+func TestMergerFurtherHosts(t *testing.T) {
+	out := &served{}
+	m := NewMerger(out, MergerConfig{Registries: []string{"file", "consul"}})
+	m.Start()
+	// consul's orders lists orders.mesh and the per-datacenter orders.dc1.mesh.
+	orders := svc("default", "orders", "orders.mesh", 80, "10.0.0.1")
+	orders.Hosts = append(orders.Hosts, "orders.dc1.mesh")
+	m.Apply("consul", changes(orders), true)
+	if got := out.services[orders.Key()].Hosts; !slices.Equal(got, []string{"orders.mesh", "orders.dc1.mesh"}) {
+		t.Fatalf("hosts %v, want both while no other service has them", got)
+	}
+	// file gets a service whose first host is orders.dc1.mesh: it takes it.
+	dc1 := svc("files", "dc1", "orders.dc1.mesh", 80, "10.0.0.9")
+	m.Apply("file", changes(dc1), true)
+	if got := out.services[orders.Key()].Hosts; !slices.Equal(got, []string{"orders.mesh"}) {
+		t.Fatalf("consul's orders serves %v, want orders.mesh alone (orders.dc1.mesh is file's first host)", got)
+	}
+	hosts := map[string]int{}
+	for _, s := range out.services {
+		for _, h := range s.Hosts {
+			hosts[h]++
+		}
+	}
+	if hosts["orders.dc1.mesh"] != 1 {
+		t.Fatalf("orders.dc1.mesh served %d times, want once", hosts["orders.dc1.mesh"])
+	}
+	cs, _ := m.Collisions(10)
+	if len(cs) != 1 || cs[0].Host != "orders.dc1.mesh" || cs[0].Outcome != OutcomeUnplanned || !slices.Equal(cs[0].Served, []string{"file"}) {
+		t.Fatalf("collisions %+v, want orders.dc1.mesh unplanned, served by file", cs)
+	}
+	// file's service goes: consul's orders has its further host back, and no collision is left.
+	m.Apply("file", map[model.ServiceKey]*model.Service{dc1.Key(): nil}, true)
+	if got := out.services[orders.Key()].Hosts; !slices.Equal(got, []string{"orders.mesh", "orders.dc1.mesh"}) {
+		t.Fatalf("after file's service left: hosts %v, want both again", got)
+	}
+	if _, n := m.Collisions(10); n != 0 {
+		t.Fatalf("%d collisions left", n)
+	}
+	// Two services list one further host: the registry listed first keeps it.
+	pay := svc("files", "pay", "pay.mesh", 80, "10.0.0.3")
+	pay.Hosts = append(pay.Hosts, "orders.dc1.mesh")
+	m.Apply("file", changes(pay), true)
+	if got := out.services[orders.Key()].Hosts; !slices.Equal(got, []string{"orders.mesh"}) {
+		t.Fatalf("consul's orders serves %v, want orders.mesh alone (file is listed first)", got)
+	}
+	if got := out.services[pay.Key()].Hosts; !slices.Equal(got, []string{"pay.mesh", "orders.dc1.mesh"}) {
+		t.Fatalf("file's pay serves %v, want both its hosts", got)
+	}
+}
