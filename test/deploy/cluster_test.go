@@ -97,7 +97,8 @@ func (a applied) get(t testing.TB, name string, into any) {
 // TestChartOnAPIServer renders every layout with the real tools and applies the objects to a real
 // kube-apiserver (server-side apply, not a dry run), then reads back what it stored:
 //
-//   - the chart (helm template) for each adapter, standalone, with the NetworkPolicy, the
+//   - the chart (helm template) for each adapter and galleon-fleet (its registry list in a
+//     ConfigMap), standalone, with the NetworkPolicy, the
 //     ServiceMonitor (after the Prometheus Operator's own CRD) and, for galleon-file, TLS from a
 //     Secret;
 //   - the plain standalone kustomization (kubectl kustomize);
@@ -155,6 +156,7 @@ stringData:
 		{"galleon-zookeeper", []string{"--set", "adapter.args={--log-format=json,--zk-servers=zookeeper.zk.svc:2181}"}},
 		{"galleon-eureka", []string{"--set", "adapter.args={--log-format=json,--eureka-urls=http://eureka.eureka.svc:8761/eureka}"}},
 		{"galleon-nacos", []string{"--set", "adapter.args={--log-format=json,--nacos-servers=nacos.nacos.svc:8848}"}},
+		{"galleon-fleet", []string{"-f", filepath.Join(root, "deploy/helm/values-fleet.yaml")}},
 	}
 	stored := map[string]applied{}
 	for _, a := range adapters {

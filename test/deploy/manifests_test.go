@@ -1408,3 +1408,76 @@ func TestKustomizeBuild(t *testing.T) {
 		t.Errorf("kustomize rendered %d objects, want at least 6", len(objs))
 	}
 }
+
+// TestHelmChartFleet renders the chart in fleet mode (deploy/helm/values-fleet.yaml): the
+// registry list in a ConfigMap mounted as a directory and passed as --registries, and the list
+// as rendered is one galleon-fleet accepts (--check). Without a list, rendering fails saying so.
+func TestHelmChartFleet(t *testing.T) {
+	helm := kube.Helm(t)
+	root := repoRoot(t)
+	chart := filepath.Join(root, "deploy/helm/galleon")
+	values := filepath.Join(root, "deploy/helm/values-fleet.yaml")
+	if out, err := runTool(nil, helm, "lint", "--strict", chart, "-f", values); err != nil {
+		t.Errorf("%v\n%s", err, out)
+	}
+	out, err := runTool(nil, helm, "template", "galleon-fleet", chart, "-n", "istio-system", "-f", values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, "helm template (values-fleet.yaml)", out)
+	var d *appsv1.Deployment
+	for _, dep := range find[appsv1.Deployment](objs) {
+		d = dep
+	}
+	if d == nil || len(d.Spec.Template.Spec.Containers) != 1 || d.Spec.Template.Spec.Containers[0].Name != "galleon-fleet" {
+		t.Fatalf("want one Deployment with a galleon-fleet container, got %+v", d)
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	list := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--registries="); ok {
+			list = v
+		}
+	}
+	var mount *corev1.VolumeMount
+	for i, m := range c.VolumeMounts {
+		if m.MountPath == filepath.Dir(list) {
+			mount = &c.VolumeMounts[i]
+		}
+	}
+	if list == "" || mount == nil || !mount.ReadOnly || mount.SubPath != "" {
+		t.Fatalf("args %v, mounts %+v: want --registries=<dir>/registries.yaml with <dir> a whole read-only volume mount (no subPath: edits must reach the pod)", c.Args, c.VolumeMounts)
+	}
+	var cm *corev1.ConfigMap
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == mount.Name && v.ConfigMap != nil {
+			for _, m := range find[corev1.ConfigMap](objs) {
+				if m.Name == v.ConfigMap.Name {
+					cm = m
+				}
+			}
+		}
+	}
+	if cm == nil || cm.Data[filepath.Base(list)] == "" {
+		t.Fatalf("no rendered ConfigMap holds %s for volume %s", filepath.Base(list), mount.Name)
+	}
+	// The list as the pod will read it is a good one.
+	file := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data[filepath.Base(list)]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "galleon-fleet")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/galleon-fleet")
+	build.Dir = root
+	build.Env = proc.Env(nil, []string{"GOWORK"}, nil, "GOWORK=off")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/galleon-fleet: %v\n%s", err, b)
+	}
+	if b, err := exec.Command(bin, "--registries", file, "--check").CombinedOutput(); err != nil || !strings.Contains(string(b), "is good") {
+		t.Errorf("galleon-fleet --check on the rendered list: %v\n%s", err, b)
+	}
+
+	if _, err := runTool(nil, helm, "template", "galleon-fleet", chart, "--set", "adapter.name=galleon-fleet"); err == nil || !strings.Contains(err.Error(), "fleet.registries") {
+		t.Errorf("rendering galleon-fleet without a list: want an error naming fleet.registries, got %v", err)
+	}
+}

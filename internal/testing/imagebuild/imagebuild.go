@@ -165,7 +165,8 @@ func ChartVersion(root string) (string, error) {
 	return "", fmt.Errorf("no appVersion in deploy/helm/galleon/Chart.yaml; set it, or set GALLEON_IMAGE_VERSION")
 }
 
-// Adapters is the binaries in cmd/ whose main runs an adapter (daemon.Main), as images_test.go
+// Adapters is the binaries in cmd/ whose main runs an adapter (daemon.Main) or several
+// (daemon.FleetMain), as images_test.go
 // finds them, in name order.
 func Adapters(root string) ([]string, error) {
 	mains, err := filepath.Glob(filepath.Join(root, "cmd", "*", "main.go"))
@@ -178,7 +179,7 @@ func Adapters(root string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		if bytes.Contains(src, []byte("daemon.Main(")) {
+		if bytes.Contains(src, []byte("daemon.Main(")) || bytes.Contains(src, []byte("daemon.FleetMain(")) {
 			names = append(names, filepath.Base(filepath.Dir(m)))
 		}
 	}

@@ -37,7 +37,7 @@ func TestChartVersion(t *testing.T) {
 	}
 }
 
-// TestAdapters: the mains of cmd/ that run daemon.Main, not galleonctl.
+// TestAdapters: the mains of cmd/ that run daemon.Main or daemon.FleetMain, not galleonctl.
 func TestAdapters(t *testing.T) {
 	root, err := toolcache.RepoRoot()
 	if err != nil {
@@ -47,7 +47,7 @@ func TestAdapters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"galleon-consul", "galleon-eureka", "galleon-file", "galleon-nacos", "galleon-zookeeper"}
+	want := []string{"galleon-consul", "galleon-eureka", "galleon-file", "galleon-fleet", "galleon-nacos", "galleon-zookeeper"}
 	if !slices.Equal(got, want) {
 		t.Errorf("Adapters = %v, want %v", got, want)
 	}

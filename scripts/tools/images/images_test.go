@@ -455,7 +455,8 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// adapters are the binaries in cmd/ that run an adapter (their main calls daemon.Main), the
+// adapters are the binaries in cmd/ that run an adapter (their main calls daemon.Main) or several
+// (daemon.FleetMain), the
 // ones `devtool images` makes an image of.
 func adapters(t *testing.T, root string) []string {
 	t.Helper()
@@ -469,7 +470,7 @@ func adapters(t *testing.T, root string) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Contains(b, []byte("daemon.Main(")) {
+		if bytes.Contains(b, []byte("daemon.Main(")) || bytes.Contains(b, []byte("daemon.FleetMain(")) {
 			names = append(names, filepath.Base(filepath.Dir(m)))
 		}
 	}

@@ -57,3 +57,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s-registry" (include "galleon.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The fleet's registry list ConfigMap, or "" unless the adapter is galleon-fleet with a list. */}}
+{{- define "galleon.fleetConfigMap" -}}
+{{- if eq .Values.adapter.name "galleon-fleet" -}}
+{{- if .Values.fleet.existingConfigMap -}}
+{{- .Values.fleet.existingConfigMap -}}
+{{- else if .Values.fleet.registries -}}
+{{- printf "%s-registries" (include "galleon.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
