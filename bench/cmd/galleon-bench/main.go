@@ -41,6 +41,7 @@ func commands() []command {
 		{"eureka", "galleon-eureka's polling against a real Eureka server (polaris-server): bytes, latency, server CPU", runEureka},
 		{"nacos", "galleon-nacos against a real Nacos API server (polaris-server): start, pushes per change, latency, memory", runNacos},
 		{"zookeeper", "galleon-zookeeper against a real ZooKeeper 3.8: listing, changes, watches, a session expiry", runZooKeeper},
+		{"fleet", "one galleon-fleet serving several file registries against one galleon-file each: start, memory, CPU per change", runFleet},
 	}
 }
 

@@ -107,6 +107,7 @@ func main() {
 		fs.IntVar(&cfg.Services, "services", 10000, "number of services")
 		fs.IntVar(&cfg.Instances, "instances", 10, "instances per service")
 		fs.IntVar(&cfg.PerFile, "per-file", 500, "services per YAML file")
+		fs.StringVar(&cfg.Namespace, "namespace", filegen.DefaultNamespace, "namespace of every service (registries with different ones share no host)")
 		_ = fs.Parse(os.Args[2:])
 		if cfg.Dir == "" {
 			fail("generate: --dir is required")

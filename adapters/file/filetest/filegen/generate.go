@@ -34,7 +34,13 @@ type GenerateConfig struct {
 	Instances int
 	// PerFile is how many services each file holds; default 500.
 	PerFile int
+	// Namespace of every service; default DefaultNamespace. Registries generated with
+	// different ones hold no host in common (galleon-bench fleet serves several side by side).
+	Namespace string
 }
+
+// DefaultNamespace is the namespace Generate gives services by default.
+const DefaultNamespace = "load"
 
 // Generate writes a file registry (see examples/file/README.md) of
 // Services x Instances, plus the target service the run changes.
@@ -45,6 +51,9 @@ func Generate(cfg GenerateConfig) error {
 	if cfg.PerFile <= 0 {
 		cfg.PerFile = 500
 	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return err
 	}
@@ -52,18 +61,18 @@ func Generate(cfg GenerateConfig) error {
 		var b strings.Builder
 		b.WriteString("services:\n")
 		for i := first; i < min(first+cfg.PerFile, cfg.Services); i++ {
-			writeService(&b, fmt.Sprintf("svc-%05d", i), i, cfg.Instances, 0)
+			writeService(&b, cfg.Namespace, fmt.Sprintf("svc-%05d", i), i, cfg.Instances, 0)
 		}
 		name := filepath.Join(cfg.Dir, fmt.Sprintf("services-%05d.yaml", first/cfg.PerFile))
 		if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
 			return err
 		}
 	}
-	return WriteTarget(cfg.Dir, cfg.Instances, 0)
+	return WriteTargetIn(cfg.Dir, cfg.Namespace, cfg.Instances, 0)
 }
 
-func writeService(b *strings.Builder, name string, i, instances, variant int) {
-	fmt.Fprintf(b, "- name: %s\n  namespace: load\n  ports: [{number: 8080, protocol: HTTP}]\n  labels: {app: %s}\n  instances:\n", name, name)
+func writeService(b *strings.Builder, namespace, name string, i, instances, variant int) {
+	fmt.Fprintf(b, "- name: %s\n  namespace: %s\n  ports: [{number: 8080, protocol: HTTP}]\n  labels: {app: %s}\n  instances:\n", name, namespace, name)
 	for j := range instances {
 		addr := InstanceAddr(i, j)
 		if j == 0 && variant > 0 {
@@ -78,9 +87,14 @@ func writeService(b *strings.Builder, name string, i, instances, variant int) {
 // atomically (temp file + rename), as a careful operator or a
 // config-management tool would.
 func WriteTarget(dir string, instances, variant int) error {
+	return WriteTargetIn(dir, DefaultNamespace, instances, variant)
+}
+
+// WriteTargetIn is WriteTarget for a registry generated in namespace.
+func WriteTargetIn(dir, namespace string, instances, variant int) error {
 	var b strings.Builder
 	b.WriteString("services:\n")
-	writeService(&b, "load-target", targetIndex, instances, variant)
+	writeService(&b, namespace, "load-target", targetIndex, instances, variant)
 	tmp := filepath.Join(dir, "."+TargetFile+".tmp")
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
 		return err
