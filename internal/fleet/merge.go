@@ -100,7 +100,10 @@ type Merger struct {
 	extras          map[string][]string
 	extraClaims     map[string]map[string]bool
 	extraCollisions map[string]*Collision
-	logs            logLimit
+	// annotations are the shared annotation maps of stamp, one per
+	// registry (a merged host's is its own).
+	annotations map[string]map[string]string
+	logs        logLimit
 }
 
 // lane is what one registry has reported.
@@ -136,7 +139,8 @@ func NewMerger(out Output, cfg MergerConfig) *Merger {
 		groups: map[string][]member{}, claims: map[model.ServiceKey]map[string]bool{},
 		served: map[string]servedHost{}, collisions: map[string]*Collision{},
 		extras: map[string][]string{}, extraClaims: map[string]map[string]bool{}, extraCollisions: map[string]*Collision{},
-		logs: logLimit{burst: collisionLogBurst, window: time.Minute},
+		annotations: map[string]map[string]string{},
+		logs:        logLimit{burst: collisionLogBurst, window: time.Minute},
 	}
 	for i, name := range cfg.Registries {
 		m.order[name] = i
@@ -253,6 +257,7 @@ func (m *Merger) SetRegistries(names []string) {
 	for name := range m.order {
 		if !keep[name] {
 			delete(m.order, name)
+			delete(m.annotations, name)
 		}
 	}
 	if reordered {
@@ -538,7 +543,7 @@ func (m *Merger) resolve(host string) (model.ServiceKey, *model.Service) {
 	key := m.outputKey(host)
 	if len(members) == 1 {
 		m.setCollision(host, nil)
-		return key, stamp(key, members[0].svc, members[0].svc.Instances, members[0].registry)
+		return key, m.stamp(key, members[0].svc, members[0].svc.Instances, members[0].registry)
 	}
 	c := &Collision{Host: host, Count: len(members)}
 	for _, mb := range members[:min(len(members), maxCollisionServices)] {
@@ -557,10 +562,10 @@ func (m *Merger) resolve(host string) (model.ServiceKey, *model.Service) {
 	case rule != nil && rule.Action == Prefer:
 		winner := m.preferred(rule.Prefer, members)
 		c.Outcome, c.Served = OutcomePreferred, []string{winner.registry}
-		svc = stamp(key, winner.svc, winner.svc.Instances, winner.registry)
+		svc = m.stamp(key, winner.svc, winner.svc.Instances, winner.registry)
 	default:
 		c.Outcome, c.Served = OutcomeUnplanned, []string{members[0].registry}
-		svc = stamp(key, members[0].svc, members[0].svc.Instances, members[0].registry)
+		svc = m.stamp(key, members[0].svc, members[0].svc.Instances, members[0].registry)
 	}
 	m.setCollision(host, c)
 	return key, svc
@@ -574,7 +579,7 @@ func (m *Merger) merge(key model.ServiceKey, members []member, c *Collision) *mo
 		if !samePorts(first.svc.Ports, mb.svc.Ports) {
 			c.Outcome, c.Served = OutcomeConflict, []string{first.registry}
 			c.Detail = "ports differ: " + first.registry + " has " + portList(first.svc.Ports) + ", " + mb.registry + " has " + portList(mb.svc.Ports) + "; served from " + first.registry + " alone"
-			return stamp(key, first.svc, first.svc.Instances, first.registry)
+			return m.stamp(key, first.svc, first.svc.Instances, first.registry)
 		}
 	}
 	var instances []model.Instance
@@ -595,7 +600,7 @@ func (m *Merger) merge(key model.ServiceKey, members []member, c *Collision) *mo
 		}
 	}
 	c.Outcome, c.Served = OutcomeMerged, registries
-	return stamp(key, first.svc, instances, strings.Join(registries, ","))
+	return m.stamp(key, first.svc, instances, strings.Join(registries, ","))
 }
 
 // preferred returns the member of the first registry in prefer, then in
@@ -625,10 +630,22 @@ func (m *Merger) preferred(prefer []string, members []member) member {
 
 // stamp returns svc served under key with instances, its
 // galleon.io/registry annotation naming registries. svc is not modified.
-func stamp(key model.ServiceKey, svc *model.Service, instances []model.Instance, registries string) *model.Service {
+// A service of one registry without annotations of its own, most of them,
+// shares one map per registry: what is handed on is never modified (the
+// Sink contract).
+func (m *Merger) stamp(key model.ServiceKey, svc *model.Service, instances []model.Instance, registries string) *model.Service {
 	out := *svc
 	out.Namespace, out.Name = key.Namespace, key.Name
 	out.Instances = instances
+	if len(svc.Annotations) == 0 && !strings.Contains(registries, ",") {
+		shared := m.annotations[registries]
+		if shared == nil {
+			shared = map[string]string{convert.AnnotationRegistry: registries}
+			m.annotations[registries] = shared
+		}
+		out.Annotations = shared
+		return &out
+	}
 	out.Annotations = make(map[string]string, len(svc.Annotations)+1)
 	maps.Copy(out.Annotations, svc.Annotations)
 	out.Annotations[convert.AnnotationRegistry] = registries
