@@ -401,3 +401,47 @@ func unindent(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// TestFleetRemovedRegistryKeepsItsHostsUntilItGoes: a registry removed from the list keeps its
+// place in the order until its removal delay has passed, so a host it shares stays served from
+// it until then, not switched at the edit.
+func TestFleetRemovedRegistryKeepsItsHostsUntilItGoes(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, n, "s.yaml"), "services:\n"+service("orders", n, "orders.mesh", 80, map[string]string{"a": "10.0.0.1", "b": "10.0.0.2"}[n]))
+	}
+	entry := func(n string) string {
+		return fmt.Sprintf("- {name: %s, kind: file, settings: {file-dir: %s}}\n", n, filepath.Join(dir, n))
+	}
+	list := filepath.Join(dir, "registries.yaml")
+	writeFile(t, list, "registries:\n"+entry("a")+entry("b"))
+	f := startFleet(t, list, "--registry-removal-delay", "2s")
+	f.await(t, "orders.mesh from a, listed first", func(s map[string]*networking.ServiceEntry) bool {
+		return slices.Equal(endpoints(s["orders.mesh"]), []string{"10.0.0.1"})
+	})
+	writeFile(t, list, "registries:\n"+entry("b"))
+	edited := time.Now()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := f.status(t)
+		if len(st.Registries) == 2 && st.Registries[1].Name == "a" && st.Registries[1].RemoveAt != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a not being removed: %+v", st.Registries)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := endpoints(f.served(t)["orders.mesh"]); !slices.Equal(got, []string{"10.0.0.1"}) || time.Since(edited) >= 2*time.Second {
+		t.Fatalf("during a's removal delay orders.mesh serves %v (%v after the edit), want a's [10.0.0.1]", got, time.Since(edited))
+	}
+	f.await(t, "orders.mesh from b once a is gone", func(s map[string]*networking.ServiceEntry) bool {
+		return slices.Equal(endpoints(s["orders.mesh"]), []string{"10.0.0.2"})
+	})
+	if waited := time.Since(edited); waited < 2*time.Second {
+		t.Errorf("orders.mesh switched to b %v after the edit, before a's 2s removal delay", waited)
+	}
+}

@@ -144,6 +144,8 @@ type fleetRunner struct {
 	mu      sync.Mutex // guards what follows, for /debug/status and /metrics
 	list    fleet.List
 	members map[string]*member
+	// running is the registry order last handed to the Merger.
+	running []string
 	// listErr is why the file's content is not the running list, "" when
 	// it is.
 	listErr  string
@@ -210,7 +212,7 @@ func (r *fleetRunner) run(ctx context.Context, list fleet.List, builds []built, 
 	cfg.Quiet = applyQuiet
 	r.apply = pipeline.New(c.store, cfg)
 	r.merger = fleet.NewMerger(r.apply, fleet.MergerConfig{Registries: list.Names(), Rules: list.Rules, Logger: r.log, Registerer: r.metrics})
-	r.list, r.listHash = list, sha256.Sum256(raw)
+	r.list, r.listHash, r.running = list, sha256.Sum256(raw), list.Names()
 	g := gatherers{main: r.metrics, members: r.memberGatherers}
 	r.log.Info("registry list", "file", r.fo.registries, "registries", list.Names(), "host_rules", len(list.Rules))
 	return c.serve(ctx, r.o, listenerTLS, r.log, r.metrics, func(subsets *subset.Router) http.Handler {
@@ -335,6 +337,11 @@ func (r *fleetRunner) setListError(text string) {
 // whose adapter stopped on an error), and stops the watch of those no longer listed, whose
 // services stay until --registry-removal-delay has passed.
 func (r *fleetRunner) applyList(ctx context.Context, list fleet.List, builds []built) {
+	// The Merger knows a new registry before its watch starts: it ignores reports of
+	// registries it does not know (one removed), so a first listing handed on earlier would be
+	// lost.
+	r.merger.SetRegistries(r.order(list))
+	r.merger.SetRules(list.Rules)
 	listed := map[string]bool{}
 	for _, b := range builds {
 		name := b.entry.Name
@@ -349,7 +356,11 @@ func (r *fleetRunner) applyList(ctx context.Context, list fleet.List, builds []b
 		case m.stopAdapter != nil && m.settings == b.settings && m.failure() == nil:
 			// Unchanged.
 		default:
-			r.log.Info("registry entry changed: restarting its watch; its services stay served meanwhile", "registry", name, "kind", b.entry.Kind)
+			if m.stopAdapter == nil {
+				r.log.Info("registry listed again within its removal delay: starting its watch; its services were kept", "registry", name, "kind", b.entry.Kind)
+			} else {
+				r.log.Info("registry entry changed: restarting its watch; its services stay served meanwhile", "registry", name, "kind", b.entry.Kind)
+			}
 			m.stopAdapterAndWait()
 			m.mu.Lock()
 			m.removeAt = time.Time{}
@@ -373,24 +384,45 @@ func (r *fleetRunner) applyList(ctx context.Context, list fleet.List, builds []b
 		m.mu.Unlock()
 		r.log.Info("registry removed from the list: its watch stopped; its services stay served until the removal delay has passed", "registry", m.name, "remove_at", at.UTC().Format(time.RFC3339))
 	}
-	r.merger.SetRegistries(r.order(list))
-	r.merger.SetRules(list.Rules)
 }
 
-// order is the Merger's registry order: the list's, then the registries removed from it and
-// still served, by name.
+// order is the Merger's registry order, which decides unplanned collisions and whose service
+// names a shared host: the list's, with each registry removed from it and still served kept
+// where it was (after the listed registry it followed), so that the hosts it shares change
+// only when it goes, after the removal delay.
 func (r *fleetRunner) order(list fleet.List) []string {
-	names := list.Names()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var leaving []string
-	for name := range r.members {
-		if list.Entry(name) == nil {
-			leaving = append(leaving, name)
+	listed := map[string]bool{}
+	for _, name := range list.Names() {
+		listed[name] = true
+	}
+	after := map[string][]string{} // listed name ("" for the front) -> leaving names after it
+	anchor := ""
+	placed := map[string]bool{}
+	for _, name := range r.running {
+		switch {
+		case listed[name]:
+			anchor = name
+		case r.members[name] != nil:
+			after[anchor] = append(after[anchor], name)
+			placed[name] = true
 		}
 	}
-	slices.Sort(leaving)
-	return append(names, leaving...)
+	out := slices.Clone(after[""])
+	for _, name := range list.Names() {
+		out = append(out, name)
+		out = append(out, after[name]...)
+	}
+	var unplaced []string
+	for name := range r.members {
+		if !listed[name] && !placed[name] {
+			unplaced = append(unplaced, name)
+		}
+	}
+	slices.Sort(unplaced)
+	r.running = append(out, unplaced...)
+	return slices.Clone(r.running)
 }
 
 // removeDue takes out the registries whose removal delay has passed.
