@@ -15,6 +15,11 @@ func (w *watch) onCatalog(ev catalogEvent) {
 		w.log.Warn("the ACL token cannot read every service of the catalog: those it cannot read are not served (grant service:read and node:read)",
 			"datacenter", dcLabel(d.name))
 	}
+	if !w.cfg.IncludeConsulService {
+		// Not listed, so never fetched, watched or swept: as if the
+		// catalog did not hold it.
+		delete(ev.names, ConsulService)
+	}
 	w.handleCatalog(d, ev)
 }
 

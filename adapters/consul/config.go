@@ -34,6 +34,12 @@ const (
 	// agent knows (/v1/catalog/datacenters), followed over time.
 	AllDatacenters = "all"
 
+	// ConsulService is the service Consul's servers register themselves
+	// as in every datacenter's catalog: left out unless
+	// Config.IncludeConsulService, since what it serves (Consul's RPC and
+	// Serf ports) is no service a mesh client calls.
+	ConsulService = "consul"
+
 	// maxWait is Consul's own cap on a blocking query's wait.
 	maxWait = 10 * time.Minute
 
@@ -119,6 +125,9 @@ type Config struct {
 	AddressSource string
 	// IncludeWarning serves instances whose checks are at worst warning.
 	IncludeWarning bool
+	// IncludeConsulService serves the catalog's own ConsulService, the
+	// Consul servers' entry, which is left out by default.
+	IncludeConsulService bool
 
 	// FetchConcurrency bounds the per-service fetches in flight, over all
 	// datacenters (default 8).

@@ -27,6 +27,7 @@ const (
 	flagExportToMetaKey   = "consul-export-to-meta-key"
 	flagAddressSource     = "consul-address-source"
 	flagIncludeWarning    = "consul-include-warning"
+	flagIncludeConsul     = "consul-include-consul-service"
 	flagFetchConcurrency  = "consul-fetch-concurrency"
 	flagRelistInterval    = "consul-relist-interval"
 	flagSweepInterval     = "consul-sweep-interval"
@@ -99,6 +100,7 @@ func (c *Config) addMappingFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.ExportToMetaKey, flagExportToMetaKey, "", "service meta key whose value (comma-separated), when present, is the exportTo instead of --"+flagExportTo)
 	fs.StringVar(&c.AddressSource, flagAddressSource, AddressService, "endpoint address: service (service address, else node address) or a tagged address: lan, wan, lan_ipv4, lan_ipv6, wan_ipv4, wan_ipv6")
 	fs.BoolVar(&c.IncludeWarning, flagIncludeWarning, false, "serve instances whose worst check is warning (default: passing only)")
+	fs.BoolVar(&c.IncludeConsulService, flagIncludeConsul, false, "serve the catalog's own \""+ConsulService+"\" service (the Consul servers' entry, left out by default: a mesh client has no use for it)")
 }
 
 // addWatchFlags: how much the adapter asks of the agent, and how often.

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/galleon-mesh/galleon/internal/importfilter"
 )
 
 // List is the registry list of a fleet: the registries it runs, in order,
@@ -32,6 +34,10 @@ type Entry struct {
 	// adapter binary's --config file: their values are checked exactly as
 	// that binary checks them.
 	Settings map[string]any
+	// Filters are the registry's import filters, under the names of the
+	// binaries' flags (include-services, exclude-labels, ...): checked
+	// by ParseList.
+	Filters importfilter.Settings
 }
 
 // MaxRegistries bounds the registries of one list: each runs its own
@@ -73,9 +79,10 @@ type listFile struct {
 }
 
 type entryFile struct {
-	Name     string         `yaml:"name"`
-	Kind     string         `yaml:"kind"`
-	Settings map[string]any `yaml:"settings"`
+	Name     string                `yaml:"name"`
+	Kind     string                `yaml:"kind"`
+	Settings map[string]any        `yaml:"settings"`
+	Filters  importfilter.Settings `yaml:"filters"`
 }
 
 type ruleFile struct {
@@ -95,7 +102,7 @@ func ParseList(raw []byte, kinds []string) (List, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
 		if errors.Is(err, io.EOF) {
-			return List{}, errors.New("the list is empty: want registries: [{name: ..., kind: ..., settings: {...}}]")
+			return List{}, errors.New("the list is empty: want registries: [{name: ..., kind: ..., settings: {...}, filters: {...}}]")
 		}
 		return List{}, fmt.Errorf("not a registry list: %w", err)
 	}
@@ -121,6 +128,9 @@ func ParseList(raw []byte, kinds []string) (List, error) {
 		seen[e.Name] = true
 		if !slices.Contains(kinds, e.Kind) {
 			problems = append(problems, fmt.Sprintf("%s (%s): kind %q: want one of %s", where, e.Name, e.Kind, strings.Join(kinds, ", ")))
+		}
+		if _, err := importfilter.New(e.Filters, "filters: "); err != nil {
+			problems = append(problems, fmt.Sprintf("%s (%s): %v", where, e.Name, strings.ReplaceAll(err.Error(), "\n", "; ")))
 		}
 		l.Registries = append(l.Registries, Entry(e))
 	}

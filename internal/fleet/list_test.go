@@ -16,6 +16,10 @@ registries:
   settings:
     consul-address: 127.0.0.1:8500
     consul-datacenters: [dc1, dc2]
+  filters:
+    exclude-services: [vault, "nomad*"]
+    exclude-labels: [canary, env=dev]
+    include-instance-cidrs: [10.0.0.0/8]
 - name: legacy
   kind: eureka
 hosts:
@@ -31,6 +35,10 @@ hosts:
 	}
 	if !slices.Equal(l.Names(), []string{"dc1", "legacy"}) || l.Entry("dc1").Settings["consul-address"] != "127.0.0.1:8500" {
 		t.Fatalf("registries %+v", l.Registries)
+	}
+	if f := l.Entry("dc1").Filters; !slices.Equal(f.ExcludeServices, []string{"vault", "nomad*"}) || !slices.Equal(f.IncludeInstanceCIDRs, []string{"10.0.0.0/8"}) ||
+		!slices.Equal(f.ExcludeLabels, []string{"canary", "env=dev"}) || !l.Entry("legacy").Filters.IsZero() {
+		t.Fatalf("filters %+v, %+v", f, l.Entry("legacy").Filters)
 	}
 	want := []HostRule{{Host: "orders.mesh", Action: Merge}, {Host: "*.mesh", Action: Prefer, Prefer: []string{"dc1", "legacy"}}, {Host: "old.mesh", Action: Reject}}
 	if !slices.EqualFunc(l.Rules, want, func(a, b HostRule) bool {
@@ -53,6 +61,10 @@ func TestParseListRefusesWithReasons(t *testing.T) {
 		{"registries: [{name: a, kind: consul}]\nhosts: [{host: x.mesh, merge: true, reject: true}]", "want exactly one of merge"},
 		{"registries: [{name: a, kind: consul}]\nhosts: [{host: x.mesh, prefer: [b]}]", `registry "b", which the list does not have`},
 		{"registries: [{name: a, kind: consul}]\nhosts: [{host: x.mesh, prefer: []}]", "prefer needs the registries"},
+		{`registries: [{name: a, kind: consul, filters: {exclude-service: [x]}}]`, "field exclude-service not found"},
+		{`registries: [{name: a, kind: consul, filters: {include-services: ["orders-["]}}]`, `registries[0] (a): filters: include-services "orders-[": not a glob pattern`},
+		{`registries: [{name: a, kind: consul, filters: {exclude-instance-cidrs: [10.0.0.1]}}]`, `filters: exclude-instance-cidrs "10.0.0.1": an address, not a CIDR block: write 10.0.0.1/32`},
+		{`registries: [{name: a, kind: consul, filters: {include-labels: ["=x"]}}]`, `filters: include-labels "=x": want key=value`},
 	} {
 		_, err := ParseList([]byte(tc.yaml), testKinds)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

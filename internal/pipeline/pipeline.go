@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -27,6 +28,7 @@ import (
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/importfilter"
 	"github.com/galleon-mesh/galleon/internal/parallel"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
 	"github.com/galleon-mesh/galleon/internal/snapshot/protoenc"
@@ -77,6 +79,9 @@ type Config struct {
 	// every metric itself (the fleet wraps one per registry), so the
 	// pipeline adds none of its own.
 	LabelledRegisterer bool
+	// Filter, when set, is the registry's import filters, applied to every
+	// report (filter.go); SetFilter replaces it. Nil: everything is imported.
+	Filter *importfilter.Filter
 }
 
 // DefaultQuiet and DefaultMaxDelay are the coalescing defaults;
@@ -100,6 +105,8 @@ type Pipeline struct {
 	wake    chan struct{}
 
 	rejections rejections
+	// filter is the import filters applied to reports (filter.go).
+	filter atomic.Pointer[importfilter.Filter]
 
 	// invalid are the services the core could not serve at their last
 	// report, and dropped the instances it left out of each service
@@ -112,10 +119,12 @@ type Pipeline struct {
 	degradedMu sync.Mutex
 	degraded   map[string]string
 
-	mu          sync.Mutex // guards the reports below
-	replace     map[model.ServiceKey]*model.Service
-	replaced    bool
-	pending     map[model.ServiceKey]*model.Service // nil value: deleted
+	mu       sync.Mutex // guards the reports below
+	replace  map[model.ServiceKey]*model.Service
+	replaced bool
+	pending  map[model.ServiceKey]*model.Service // nil value: deleted
+	// filtered is what the import filters leave out now.
+	filtered    filteredState
 	firstReport time.Time
 	lastReport  time.Time
 	unreachable error
@@ -177,6 +186,9 @@ type Status struct {
 	Seq         uint64
 	// Held is the removal the emptiness rule holds now, nil when none.
 	Held *Hold
+	// FilteredServices and FilteredInstances are what the import filters
+	// leave out now (filter.go).
+	FilteredServices, FilteredInstances int
 }
 
 // New returns a pipeline that applies to store.
@@ -220,6 +232,10 @@ func New(store *snapshot.Store, cfg Config) *Pipeline {
 	}
 	p.metrics = newMetrics(cfg.Registerer, registryLabel, p.lastKnownCurrent)
 	p.rejections = rejections{log: log, metrics: p.metrics}
+	p.filter.Store(cfg.Filter)
+	if cfg.Filter != nil {
+		log.Info("import filters: what they leave out is not served, and counted (galleon_registry_filtered_services, _instances)", cfg.Filter.Describe()...)
+	}
 	p.invalid = map[model.ServiceKey]bool{}
 	p.dropped = map[model.ServiceKey][]string{}
 	return p
@@ -251,27 +267,49 @@ func (p *Pipeline) Status() Status {
 	s := p.status
 	p.mu.Lock()
 	s.Unreachable = p.unreachable
+	s.FilteredServices, s.FilteredInstances = len(p.filtered.services), p.filtered.instanceTotal
 	p.mu.Unlock()
 	return s
 }
 
 // Replace implements registry.Sink.
 func (p *Pipeline) Replace(services []model.Service) {
-	all := make(map[model.ServiceKey]*model.Service, len(services))
-	for i := range services {
-		all[services[i].Key()] = &services[i]
+	var all map[model.ServiceKey]*model.Service
+	var filtered filteredState
+	if f := p.filter.Load(); f != nil {
+		all, filtered = replaceFiltered(f, services)
+	} else {
+		all = make(map[model.ServiceKey]*model.Service, len(services))
+		for i := range services {
+			all[services[i].Key()] = &services[i]
+		}
 	}
 	p.mu.Lock()
 	p.replace, p.replaced = all, true
 	clear(p.pending) // the full listing supersedes earlier reports
+	if p.filtered.services != nil || p.filtered.instances != nil || filtered.services != nil || filtered.instances != nil {
+		p.filtered = filtered
+		p.filteredCounts()
+	}
 	p.reported()
 	p.mu.Unlock()
 }
 
-// Update implements registry.Sink.
+// Update implements registry.Sink. A service the import filters leave out
+// is reported as removed.
 func (p *Pipeline) Update(service model.Service) {
+	f := p.filter.Load()
+	kept, dropped := f.Apply(&service)
 	p.mu.Lock()
-	p.pending[service.Key()] = &service
+	if kept {
+		p.pending[service.Key()] = &service
+	} else {
+		p.pending[service.Key()] = nil
+	}
+	if f != nil || p.filtered.services != nil || p.filtered.instances != nil {
+		p.filtered.note(service.Key(), kept, dropped)
+		p.filteredCounts()
+	}
 	p.reported()
 	p.mu.Unlock()
 }
@@ -280,6 +318,10 @@ func (p *Pipeline) Update(service model.Service) {
 func (p *Pipeline) Delete(key model.ServiceKey) {
 	p.mu.Lock()
 	p.pending[key] = nil
+	if p.filtered.services != nil || p.filtered.instances != nil {
+		p.filtered.note(key, true, 0)
+		p.filteredCounts()
+	}
 	p.reported()
 	p.mu.Unlock()
 }
@@ -785,6 +827,7 @@ type metrics struct {
 	dnsServices prometheus.Gauge
 	addressMetrics
 	holdMetrics
+	filterMetrics
 }
 
 // newMetrics makes the pipeline's metrics; lastKnownCurrent feeds
@@ -793,6 +836,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 	m := &metrics{
 		addressMetrics: newAddressMetrics(),
 		holdMetrics:    newHoldMetrics(),
+		filterMetrics:  newFilterMetrics(),
 		dnsServices: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "galleon_dns_resolution_services",
 			Help: "Services served with resolution DNS (an instance address is a host name): istiod makes every endpoint change of these a full push, not an EDS update.",
@@ -846,6 +890,7 @@ func newMetrics(reg prometheus.Registerer, registry string, lastKnownCurrent fun
 		reg.MustRegister(m.recordsRejected, m.recordsRejectedNow, m.degradedParts, m.servicesRejected, m.unreachable, m.services, m.changes, m.flushSeconds, lastSync,
 			m.addressedHosts, m.unaddressedHosts, m.addressesMoved, m.dnsServices)
 		reg.MustRegister(m.holdMetrics.collectors()...)
+		reg.MustRegister(m.filterMetrics.collectors()...)
 	}
 	return m
 }

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/importfilter"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/serve/mcp"
@@ -127,6 +128,10 @@ type options struct {
 	tlsCert, tlsKey, tlsClientCA string
 	tlsClientOptional            bool
 	tlsAllowedClients            []string
+
+	// Import filters (internal/importfilter), and what check made of them.
+	filters importfilter.Settings
+	filter  *importfilter.Filter
 }
 
 func (o *options) register(fs *pflag.FlagSet) {
@@ -165,6 +170,21 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.tlsClientOptional, "tls-client-cert-optional", false, "with --tls-client-ca, also accept clients without a certificate (istiod dials config sources in SIMPLE TLS mode only), verifying those that present one")
 	fs.StringSliceVar(&o.tlsAllowedClients, "tls-allowed-clients", nil, "with --tls-client-ca, the identities a client certificate must hold one of: URI SANs (spiffe://cluster.local/ns/istio-system/sa/istiod) or DNS SANs; a trailing * matches any suffix")
 	fs.StringVar(&o.calloutServerName, "mcp-callout-server-name", "", "name the callout sink's certificate must carry (default: the host of --mcp-callout); turns TLS on")
+	o.registerFilters(fs)
+}
+
+// registerFilters declares the import filters: what of the registry is served at all
+// (docs/configuration.md#import-filters). Left out is counted, not rejected.
+func (o *options) registerFilters(fs *pflag.FlagSet) {
+	f := &o.filters
+	fs.StringSliceVar(&f.IncludeServices, importfilter.IncludeServices, nil, "import filter: serve only the services whose name (the ServiceEntry's, as the adapter names it) matches one of these glob patterns (path.Match: orders-*, team-?); empty: every service")
+	fs.StringSliceVar(&f.ExcludeServices, importfilter.ExcludeServices, nil, "import filter: leave out the services whose name matches one of these glob patterns; wins over --"+importfilter.IncludeServices)
+	fs.StringSliceVar(&f.IncludeNamespaces, importfilter.IncludeNamespaces, nil, "import filter: serve only the services whose namespace (the ServiceEntry's) matches one of these glob patterns; empty: every namespace")
+	fs.StringSliceVar(&f.ExcludeNamespaces, importfilter.ExcludeNamespaces, nil, "import filter: leave out the services whose namespace matches one of these glob patterns; wins over --"+importfilter.IncludeNamespaces)
+	fs.StringSliceVar(&f.IncludeLabels, importfilter.IncludeLabels, nil, "import filter: serve only the instances whose labels (over their service's) match one of these selectors, key=value or key alone for any value (a Consul tag canary is the label canary); a service left with no instance is left out")
+	fs.StringSliceVar(&f.ExcludeLabels, importfilter.ExcludeLabels, nil, "import filter: leave out the instances whose labels (over their service's) match one of these selectors, key=value or key; wins over --"+importfilter.IncludeLabels+"; a service left with no instance is left out")
+	fs.StringSliceVar(&f.IncludeInstanceCIDRs, importfilter.IncludeInstanceCIDRs, nil, "import filter: serve only the instances whose IP address is in one of these CIDR blocks (host-name addresses are kept); a service left with no instance is left out")
+	fs.StringSliceVar(&f.ExcludeInstanceCIDRs, importfilter.ExcludeInstanceCIDRs, nil, "import filter: leave out the instances whose IP address is in one of these CIDR blocks; wins over --"+importfilter.IncludeInstanceCIDRs)
 }
 
 func (o *options) check() error {
@@ -212,6 +232,8 @@ func (o *options) check() error {
 	}
 	_, err := o.addresses()
 	errs = append(errs, err, o.checkCallout(), o.checkListenerTLS())
+	o.filter, err = importfilter.New(o.filters, "--")
+	errs = append(errs, err)
 	return errors.Join(errs...)
 }
 
@@ -485,6 +507,7 @@ func (o *options) pipelineConfig(c *core, log *slog.Logger, metrics prometheus.R
 		Logger:     log,
 		Registerer: metrics,
 		Applied:    c.changeAcks.Changed,
+		Filter:     o.filter,
 	}
 }
 
@@ -621,8 +644,27 @@ type statusReport struct {
 	// Held is the removal the emptiness rule holds now.
 	Held          *pipeline.Hold `json:"held,omitempty"`
 	RejectedCount int            `json:"rejectedCount,omitempty"`
+	// Filtered is what the import filters leave out now; absent without
+	// filters.
+	Filtered *filteredReport `json:"filtered,omitempty"`
 	// Subsets are the config subsets' views, by subset name.
 	Subsets map[string]map[string]collectionState `json:"subsets,omitempty"`
+}
+
+// filteredReport is what a registry's import filters leave out now, and the filters.
+type filteredReport struct {
+	Services  int                   `json:"services"`
+	Instances int                   `json:"instances"`
+	Filters   importfilter.Settings `json:"filters"`
+}
+
+// filteredOf reports the import filters of pipe, nil when it has none.
+func filteredOf(pipe *pipeline.Pipeline, st pipeline.Status) *filteredReport {
+	f := pipe.Filter()
+	if f == nil && st.FilteredServices == 0 && st.FilteredInstances == 0 {
+		return nil
+	}
+	return &filteredReport{Services: st.FilteredServices, Instances: st.FilteredInstances, Filters: f.Settings()}
 }
 
 // statusRejections bounds the rejected records /debug/status lists.
@@ -686,6 +728,7 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 		rep.Collections = collectionStates(snap)
 		rep.Rejected, rep.RejectedCount = pipe.Rejections(statusRejections)
 		rep.Degraded = pipe.DegradedParts()
+		rep.Filtered = filteredOf(pipe, st)
 		rep.Subsets = subsetStates(subsets)
 		writeJSON(w, rep)
 	}

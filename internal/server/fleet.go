@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -80,6 +81,17 @@ func (f *fleetOptions) check() error {
 	return errors.Join(errs...)
 }
 
+// noFleetFilters refuses the import filter flags in a fleet: each registry has its own, under
+// its entry's filters: in the list, and one set applying to every registry besides would be a
+// second place to look.
+func (o *options) noFleetFilters() error {
+	names := o.filters.Names()
+	if len(names) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--%s: a fleet filters per registry: give the filters under the entry's filters: in the registry list (docs/running-several-registries.md#filters)", strings.Join(names, ", --"))
+}
+
 // RunFleet is the fleet's Main with explicit arguments and output: 0 after a clean stop, 1 on a
 // runtime failure, 2 on bad settings or a bad registry list at start.
 func RunFleet(ctx context.Context, spec FleetSpec, args []string, stderr io.Writer) int {
@@ -97,7 +109,7 @@ func RunFleet(ctx context.Context, spec FleetSpec, args []string, stderr io.Writ
 		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
 		return 2
 	}
-	if code, ok := parseSettings(fs, spec.Name, args, &o, stderr, func() error { return errors.Join(o.check(), fo.check()) }); !ok {
+	if code, ok := parseSettings(fs, spec.Name, args, &o, stderr, func() error { return errors.Join(o.check(), fo.check(), o.noFleetFilters()) }); !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
@@ -258,6 +270,7 @@ func (r *fleetRunner) start(ctx context.Context, b built) {
 	cfg.Registry, cfg.LabelledRegisterer = name, true
 	cfg.VIPs, cfg.Applied = nil, nil // the serving pipeline allocates and measures
 	cfg.Forward = r.merger.Forward(name)
+	cfg.Filter = b.filter
 	m.intake = pipeline.New(r.core.store, cfg)
 	ictx, cancel := context.WithCancel(ctx)
 	m.stopIntake = cancel
@@ -362,6 +375,9 @@ func (r *fleetRunner) applyList(ctx context.Context, list fleet.List, builds []b
 				r.log.Info("registry entry changed: restarting its watch; its services stay served meanwhile", "registry", name, "kind", b.entry.Kind)
 			}
 			m.stopAdapterAndWait()
+			// Before the adapter starts again: its first listing is
+			// filtered by the entry's filters as they are now.
+			m.intake.SetFilter(b.filter)
 			m.mu.Lock()
 			m.removeAt = time.Time{}
 			m.mu.Unlock()

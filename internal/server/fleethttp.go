@@ -56,6 +56,8 @@ type registryStatus struct {
 	RemoveAt      *time.Time           `json:"removeAt,omitempty"`
 	Rejected      []pipeline.Rejection `json:"rejected,omitempty"`
 	RejectedCount int                  `json:"rejectedCount,omitempty"`
+	// Filtered is what the entry's import filters leave out now.
+	Filtered *filteredReport `json:"filtered,omitempty"`
 }
 
 // statusOf reports one member.
@@ -79,6 +81,7 @@ func (m *member) status() registryStatus {
 	}
 	rs.Degraded = m.intake.DegradedParts()
 	rs.Rejected, rs.RejectedCount = m.intake.Rejections(statusRejections)
+	rs.Filtered = filteredOf(m.intake, st)
 	return rs
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/galleon-mesh/galleon/internal/fleet"
+	"github.com/galleon-mesh/galleon/internal/importfilter"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/registry"
 )
@@ -24,11 +25,15 @@ import (
 // ready to run, and the metrics registry it registered into.
 type built struct {
 	entry fleet.Entry
-	// settings is the entry's kind and settings in one canonical string:
-	// equal settings build the same adapter.
+	// settings is the entry's kind, settings and filters in one canonical
+	// string: equal settings build the same adapter, and a changed filter
+	// restarts it as a changed setting does, so that its first listing
+	// is filtered anew (and judged by the emptiness rule).
 	settings string
 	reg      registry.Registry
 	metrics  *prometheus.Registry
+	// filter is the entry's import filters, nil when none.
+	filter *importfilter.Filter
 }
 
 // buildList builds every registry of list as its binary would from the same settings; the
@@ -75,13 +80,18 @@ func buildEntry(e fleet.Entry, spec Spec, log *slog.Logger) (built, error) {
 			problems = append(problems, fmt.Sprintf("settings: %s: %v (flag --%s: %s)", key, err, key, f.Usage))
 		}
 	}
+	filter, err := importfilter.New(e.Filters, "filters: ")
+	if err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
 	if len(problems) > 0 {
 		return built{}, errors.New(strings.Join(problems, "; "))
 	}
 	canonical, err := json.Marshal(struct {
-		Kind     string         `json:"kind"`
-		Settings map[string]any `json:"settings"`
-	}{e.Kind, e.Settings})
+		Kind     string                `json:"kind"`
+		Settings map[string]any        `json:"settings"`
+		Filters  importfilter.Settings `json:"filters"`
+	}{e.Kind, e.Settings, e.Filters})
 	if err != nil {
 		return built{}, fmt.Errorf("settings: %w", err)
 	}
@@ -93,7 +103,7 @@ func buildEntry(e fleet.Entry, spec Spec, log *slog.Logger) (built, error) {
 	if err != nil {
 		return built{}, err
 	}
-	return built{entry: e, settings: string(canonical), reg: reg, metrics: metrics}, nil
+	return built{entry: e, settings: string(canonical), reg: reg, metrics: metrics, filter: filter}, nil
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -65,7 +65,7 @@ func (d *demo) consulAct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want := []string{"consul/consul", "consul/payments", "consul/web"}
+	want := []string{"consul/payments", "consul/web"} // not the agent's own "consul" service (--consul-include-consul-service)
 	if err := d.waitServes(ctx, g, want); err != nil {
 		return err
 	}

@@ -67,8 +67,8 @@ func TestEmptinessRuleConsul(t *testing.T) {
 		}
 	}
 	waitFor("the hold in /readyz", func() bool {
-		// Of n+1: the agent's own "consul" service stays.
-		return strings.Contains(readyz(holding), fmt.Sprintf("would remove %d of %d services", n, n+1))
+		// Of n: the agent's own "consul" service is not served (--consul-include-consul-service).
+		return strings.Contains(readyz(holding), fmt.Sprintf("would remove %d of %d services", n, n))
 	})
 	if !waitLog(holding, "still serving them until the answer is confirmed", 10*time.Second) {
 		t.Fatal("the hold is not logged at WARN")

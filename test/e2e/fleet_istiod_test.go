@@ -470,7 +470,7 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 	// 5. Eureka removed from the list (with a good list: the refusal ends). Its services stay
 	// until --registry-removal-delay has passed, then leave; orders and billing are Consul's
 	// alone, and legacy, in one registry now, is served.
-	keep := []string{"consul/web", "consul/consul", greetingKey} // hosts Eureka never had
+	keep := []string{"consul/web", greetingKey} // hosts Eureka never had
 	servedBefore = servedVersions(t, ctx, g.Addr)
 	edited := time.Now()
 	write("registries:\n", consulEntry, dubboEntry, rules("prefer: [consul]"))
