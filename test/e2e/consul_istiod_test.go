@@ -69,10 +69,7 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 		len(se.Spec.Ports) != 1 || se.Spec.Ports[0].Number != 8080 || se.Spec.Ports[0].Protocol != "HTTP" {
 		t.Errorf("consul/web: hosts %v ports %+v", se.Spec.Hosts, se.Spec.Ports)
 	}
-	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushes := trackPushes(t, ctx, ist)
 
 	// What a sidecar must see of each service (its host, port, protocol and instances).
 	webRoute := func(ips ...string) meshRoute {
@@ -90,21 +87,7 @@ func testConsulToIstiod(t *testing.T, rel istiod.Release) {
 		return v
 	}
 
-	step := func(what string, change func() error, ok func(map[string]serviceEntry) string) float64 {
-		t.Helper()
-		before := counters
-		if err := change(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		waitForServiceEntries(t, ctx, ist, what, ok)
-		after, err := ist.WaitPushed(ctx, before)
-		if err != nil {
-			t.Fatalf("%s: istiod did not push: %v", what, err)
-		}
-		counters = after
-		t.Logf("%s: full pushes +%v, EDS updates +%v", what, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
-		return after.FullPushes - before.FullPushes
-	}
+	step := pushes.change
 
 	// A check turning critical takes the instance out: endpoints only, no full push.
 	if full := step("web-2 critical", func() error {

@@ -272,11 +272,7 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 	if got := ses["default/orders"].Annotations["galleon.io/registry"]; got != "eureka,consul" {
 		t.Errorf("default/orders is annotated galleon.io/registry=%q, want \"eureka,consul\" (merged, in the list's order)", got)
 	}
-	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("after initial sync: %+v", counters)
+	pushes := trackPushes(t, ctx, ist)
 
 	// The sidecar's view: every host on an address of its own, which it keeps from then on.
 	ordersRoute := func(ips ...string) meshRoute {
@@ -349,23 +345,7 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 		fleetOrdersHost + ` merged rule="merge" served=[eureka consul]`,
 	}, map[string]float64{"merged": 1, "unplanned": 1, "rejected": 1, "preferred": 0, "conflict": 0})
 
-	// change makes a change, waits until istiod's ServiceEntries satisfy ok and istiod has
-	// pushed, and returns the full pushes it caused.
-	change := func(what string, do func() error, ok func(map[string]serviceEntry) string) float64 {
-		t.Helper()
-		before := counters
-		if err := do(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		waitForServiceEntries(t, ctx, ist, what, ok)
-		after, err := ist.WaitPushed(ctx, before)
-		if err != nil {
-			t.Fatalf("%s: istiod did not push: %v", what, err)
-		}
-		counters = after
-		t.Logf("%s: full pushes +%v, EDS updates +%v", what, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
-		return after.FullPushes - before.FullPushes
-	}
+	change := pushes.change
 
 	// 1. Migration: a Consul instance of the merged orders leaves: endpoints only.
 	if full := change("consul's orders-2 deregistered", func() error {
@@ -414,11 +394,11 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 	if _, ok := afterServed[greetingKey]; !ok || len(afterServed) != len(beforeServed)+1 {
 		t.Errorf("after the ZooKeeper registry was added the fleet serves %v, want %v and %s", slices.Sorted(maps.Keys(afterServed)), untouched, greetingKey)
 	}
-	if pushed, err := ist.WaitPushed(ctx, counters); err != nil {
+	if pushed, err := ist.WaitPushed(ctx, pushes.now); err != nil {
 		t.Fatalf("zookeeper registry added: istiod did not push: %v", err)
 	} else {
-		t.Logf("zookeeper registry added: full pushes +%v, EDS updates +%v (a new service: a full push)", pushed.FullPushes-counters.FullPushes, pushed.EDSUpdates-counters.EDSUpdates)
-		counters = pushed
+		t.Logf("zookeeper registry added: full pushes +%v, EDS updates +%v (a new service: a full push)", pushed.FullPushes-pushes.now.FullPushes, pushed.EDSUpdates-pushes.now.EDSUpdates)
+		pushes.now = pushed
 	}
 	// Every registry's services, in one sidecar's view.
 	allThree := []meshRoute{ordersRoute("10.20.0.1"), webRoute, paymentsRoute, billingRoute("10.62.0.1"), greetingRoute}

@@ -265,12 +265,8 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 				key, e.Address, e.Weight, e.Labels, greetingVersion)
 		}
 	}
-	counters, err := ist.WaitPushed(ctx, istiod.PushCounters{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pushes := trackPushes(t, ctx, ist)
 	lastPush := time.Now()
-	t.Logf("after initial sync: %+v", counters)
 
 	// A sidecar's view: both interfaces on 20880, each on its own allocated address, which it
 	// keeps from then on (checkRoutes with the greeting service's current providers).
@@ -318,23 +314,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 		}
 	}
 	proxyGets("initial state", "10.40.0.1", "10.40.0.2")
-	// change makes a change, waits until istiod's ServiceEntries satisfy ok and istiod has pushed,
-	// and returns the full pushes it caused.
-	change := func(what string, do func() error, ok func(map[string]serviceEntry) string) float64 {
-		t.Helper()
-		before := counters
-		if err := do(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		waitForServiceEntries(t, ctx, ist, what, ok)
-		after, err := ist.WaitPushed(ctx, before)
-		if err != nil {
-			t.Fatalf("%s: istiod did not push: %v", what, err)
-		}
-		counters = after
-		t.Logf("%s: full pushes +%v, EDS updates +%v", what, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
-		return after.FullPushes - before.FullPushes
-	}
+	change := pushes.change
 	// step is a change that leaves the service with endpoints want, in istiod and for a sidecar.
 	step := func(what string, do func() error, want ...string) float64 {
 		t.Helper()
@@ -364,7 +344,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if out, err := server.FourLetter("cons"); err != nil || !strings.Contains(out, "sid="+sid[1]) {
 		t.Fatalf("ZooKeeper's cons does not list the adapter's session %s (%v): %s", sid[1], err, out)
 	}
-	before := counters
+	before := pushes.now
 	logOffset := g.LogOffset()
 	if err := g.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -452,7 +432,7 @@ func testZooKeeperToIstiod(t *testing.T, rel istiod.Release) {
 	if err != nil {
 		t.Fatalf("session expiry: istiod did not push: %v", err)
 	}
-	counters = after
+	pushes.now = after
 	t.Logf("session expiry with 10.40.0.2 -> 10.40.0.3 meanwhile: converged %v after the resume in %d looks (endpoint lists seen: %v); full pushes +%v, EDS updates +%v",
 		converged.Round(time.Millisecond), looks, seen, after.FullPushes-before.FullPushes, after.EDSUpdates-before.EDSUpdates)
 	if full := after.FullPushes - before.FullPushes; full != 0 {

@@ -191,7 +191,7 @@ func (s fleetSettings) measure(ctx context.Context, r *benchrun.Run, dirs []stri
 		}
 		res.readyMs = max(res.readyMs, ready.Sub(sv.proc.Started).Milliseconds())
 	}
-	if err := sleepCtx(ctx, s.settle); err != nil {
+	if err := sleep(ctx, s.settle); err != nil {
 		return res, err
 	}
 	for _, sv := range servers {
@@ -261,7 +261,7 @@ func (s fleetSettings) changesCost(ctx context.Context, servers []fleetServer, d
 		return err
 	}
 	idleStart := time.Now()
-	if err := sleepCtx(ctx, s.settle); err != nil {
+	if err := sleep(ctx, s.settle); err != nil {
 		return err
 	}
 	idleTo, err := ticks()
@@ -294,7 +294,7 @@ func (s fleetSettings) changesCost(ctx context.Context, servers []fleetServer, d
 			return err
 		}
 		took = append(took, float64(time.Since(wrote)))
-		if err := sleepCtx(ctx, s.gap); err != nil {
+		if err := sleep(ctx, s.gap); err != nil {
 			return err
 		}
 	}
@@ -324,15 +324,4 @@ func statusSeq(ctx context.Context, url string) (uint64, error) {
 		return 0, fmt.Errorf("%s: %w", url, err)
 	}
 	return st.Seq, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
