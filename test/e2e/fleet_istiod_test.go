@@ -574,7 +574,7 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 	t.Logf("eureka removed: endpoints a sidecar was given meanwhile for the hosts it shared with consul: %v", seenShared)
 	t.Logf("eureka removed: its payments left istiod and the sidecar %v after the edit (removeAt %v after it; %d looks, %d sidecar views before removeAt)",
 		goneAt.Sub(edited).Round(time.Millisecond), removeAt.Sub(edited).Round(time.Millisecond), looks, viewsBefore)
-	ses = waitForServiceEntries(t, ctx, ist, "eureka removed", both(
+	waitForServiceEntries(t, ctx, ist, "eureka removed", both(
 		holds("consul/orders", "10.20.0.1"), holds("consul/billing", "10.20.2.1"), holds("consul/legacy", "10.20.3.1"),
 		holds("consul/web", "10.20.1.1"), holds(greetingKey, "10.40.0.1", "10.40.0.2"),
 		lacks("default/orders", "default/payments", "default/billing"), oneByHost))
