@@ -34,8 +34,8 @@ import (
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 )
 
-// adapterMetricDirs maps the prefix of an adapter's own metrics to the package that registers
-// them. The dashboard's panels for those adapters are checked against the names registered in
+// adapterMetricDirs maps the prefix of an adapter's own metrics (and galleon-fleet's) to the
+// directory whose packages register them. The dashboard's panels for those adapters are checked against the names registered in
 // that package's source (every prometheus.New*(prometheus.*Opts{Name: "..."}) call), since
 // running a Consul agent, a ZooKeeper, two Eureka servers and a Nacos server here to scrape each
 // binary would cost minutes; galleon-file's own and the core's are checked against the running
@@ -45,6 +45,8 @@ var adapterMetricDirs = map[string]string{
 	"galleon_zookeeper_": "adapters/zookeeper",
 	"galleon_eureka_":    "adapters/eureka",
 	"galleon_nacos_":     "adapters/nacos",
+	// galleon-fleet's own: internal/fleet's and internal/server's (its list reloads).
+	"galleon_fleet_": "internal",
 }
 
 // TestGrafanaDashboardMetrics runs galleon-file (TLS on, so the TLS metrics exist) with a SotW,
