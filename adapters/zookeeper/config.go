@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,14 +65,21 @@ const (
 type Config struct {
 	// Servers of the ensemble, "host:port" (a host alone means port 2181). Required.
 	Servers []string
-	// Layout is how services are kept in ZooKeeper: LayoutCurator (the default: Curator /
-	// Spring Cloud Zookeeper, <root>/<name>/<id> JSON nodes), LayoutDubbo (Dubbo 2 interface
-	// level, <root>/<interface>/providers/<URL-encoded provider URL>) or LayoutDubbo3 (Dubbo 3
-	// application level, <root>/<application>/<ip:port> Curator JSON with Dubbo's metadata).
+	// Layout is how services are kept in ZooKeeper, one layout or a comma-separated list of
+	// them served side by side: LayoutCurator (the default: Curator / Spring Cloud Zookeeper,
+	// <root>/<name>/<id> JSON nodes), LayoutDubbo (Dubbo 2 interface level,
+	// <root>/<interface>/providers/<URL-encoded provider URL>) and LayoutDubbo3 (Dubbo 3
+	// application level, <root>/<application>/<ip:port> Curator JSON with Dubbo's metadata);
+	// LayoutAll is the three. The order is the rank of the layouts when two services of one name
+	// collide (the first listed is served, the other rejected).
 	Layout string
 	// Root is the znode whose children are the services (Curator's base path; Spring Cloud
-	// Zookeeper's spring.cloud.zookeeper.discovery.root; Dubbo's registry root). Default
-	// /dubbo for the Dubbo 2 layout, /services for the others.
+	// Zookeeper's spring.cloud.zookeeper.discovery.root; Dubbo's registry root): one path for
+	// every layout of Layout, or layout=path entries separated by commas
+	// ("curator=/services,dubbo=/dubbo"). A layout without one takes its default: /dubbo for the
+	// Dubbo 2 layout, /services for the others. Curator and Dubbo 3 may share a root (their nodes
+	// are told apart one by one); Dubbo 2 needs one of its own, and roots may not lie inside
+	// one another.
 	Root string
 	// SessionTimeout is the session timeout asked of the server (which clamps it to 2-20 ticks).
 	// Default 10s.
@@ -81,8 +89,9 @@ type Config struct {
 	// HostTemplate renders a service's host: a Go text/template with {{.Name}} (the service's
 	// name: the service znode's name in the Curator layout, see dubboName in the Dubbo layout)
 	// and {{.Namespace}}; the Dubbo layout adds {{.Interface}}, {{.Group}} and {{.Version}} as
-	// registered. Default "{{.Name}}.{{.Namespace}}.zookeeper" (Curator),
-	// "{{.Name}}.{{.Namespace}}.dubbo" (Dubbo).
+	// registered. Set, it is every layout's. Default, per layout:
+	// "{{.Name}}.{{.Namespace}}.zookeeper" (Curator), "{{.Name}}.{{.Namespace}}.dubbo" (Dubbo 2
+	// and 3).
 	HostTemplate string
 	// DubboProtocols overrides the protocol of a Dubbo URL scheme or protocol name (both
 	// Dubbo layouts), e.g.
@@ -137,6 +146,10 @@ type Config struct {
 
 	// dial replaces net.DialTimeout (tests: zktest.Sessions.Dial).
 	dial func(network, address string, timeout time.Duration) (net.Conn, error)
+
+	// Set by validate: the layouts in Layout's order, and the roots with their layouts.
+	kinds []layoutKind
+	trees []treeConf
 }
 
 // hostData is what HostTemplate is executed with.
@@ -147,8 +160,9 @@ type hostData struct {
 	Interface, Group, Version string
 }
 
-// validate fills in the defaults and says what to fix, by flag name.
-func (cfg *Config) validate() (*template.Template, error) {
+// validate fills in the defaults and says what to fix, by flag name. It returns the host
+// template of each layout (nil for a layout not served or when the template is wrong).
+func (cfg *Config) validate() ([nKinds]*template.Template, error) {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	cfg.checkServers(add)
@@ -162,7 +176,7 @@ func (cfg *Config) validate() (*template.Template, error) {
 		cfg.Logger = slog.Default()
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("zookeeper: %w", errors.Join(errs...))
+		return host, fmt.Errorf("zookeeper: %w", errors.Join(errs...))
 	}
 	return host, nil
 }
@@ -196,23 +210,18 @@ func (cfg *Config) checkServers(add func(format string, args ...any)) {
 	}
 }
 
-// checkTree checks and defaults Layout and Root.
+// checkTree checks and defaults Layout and Root, and groups the layouts by root (layouts.go).
 func (cfg *Config) checkTree(add func(format string, args ...any)) {
-	switch cfg.Layout {
-	case "":
-		cfg.Layout = LayoutCurator
-	case LayoutCurator, LayoutDubbo, LayoutDubbo3:
-	default:
-		add("--%s %q: want %s, %s or %s", flagLayout, cfg.Layout, LayoutCurator, LayoutDubbo, LayoutDubbo3)
+	cfg.kinds = parseLayouts(cfg.Layout, add)
+	roots := parseRoots(cfg.Root, cfg.kinds, add)
+	cfg.trees = buildTrees(cfg.kinds, roots, add)
+	names := make([]string, len(cfg.kinds))
+	for i, k := range cfg.kinds {
+		names[i] = k.String()
 	}
-	if cfg.Root == "" {
-		cfg.Root = DefaultRoot
-		if cfg.Layout == LayoutDubbo {
-			cfg.Root = DefaultDubboRoot
-		}
-	}
-	if err := checkRoot(cfg.Root); err != nil {
-		add("--%s %q: %v", flagRoot, cfg.Root, err)
+	cfg.Layout = strings.Join(names, ",")
+	if len(cfg.kinds) == 1 {
+		cfg.Root = roots[cfg.kinds[0]]
 	}
 }
 
@@ -242,30 +251,33 @@ func (cfg *Config) checkTiming(add func(format string, args ...any)) {
 }
 
 // checkNaming checks and defaults Namespace, HostTemplate and DubboProtocols, and returns the
-// host template parsed (nil when it is wrong).
-func (cfg *Config) checkNaming(add func(format string, args ...any)) *template.Template {
+// host template of each layout, parsed (nil when it is wrong).
+func (cfg *Config) checkNaming(add func(format string, args ...any)) [nKinds]*template.Template {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
 	if err := model.CheckNamespace(cfg.Namespace); err != nil {
 		add("--%s %w", flagNamespace, err)
 	}
-	if cfg.HostTemplate == "" {
-		cfg.HostTemplate = DefaultHostTemplate
-		if cfg.Layout == LayoutDubbo || cfg.Layout == LayoutDubbo3 {
-			cfg.HostTemplate = DefaultDubboHostTemplate
-		}
+	if cfg.HostTemplate == "" && len(cfg.kinds) == 1 {
+		cfg.HostTemplate = defaultHostTemplate(cfg.kinds[0])
 	}
 	for scheme, proto := range cfg.DubboProtocols {
 		if _, err := protocolOf(proto); err != nil || scheme == "" {
 			add("--%s %s=%s: want scheme=protocol, protocol one of %s", flagDubboProtocol, scheme, proto, strings.Join(knownProtocols, ", "))
 		}
 	}
-	host, err := registry.ParseHostTemplate(cfg.HostTemplate, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"})
-	if err != nil {
-		add("--%s: %v", flagHostTemplate, err)
+	var hosts [nKinds]*template.Template
+	for _, k := range cfg.kinds {
+		text := cmp.Or(cfg.HostTemplate, defaultHostTemplate(k))
+		host, err := registry.ParseHostTemplate(text, hostData{Name: "orders", Namespace: "default", Interface: "org.apache.demo.DemoService", Group: "g1", Version: "1.0.0"})
+		if err != nil {
+			add("--%s: %v", flagHostTemplate, err)
+			break // the same template for every layout: one error
+		}
+		hosts[k] = host
 	}
-	return host
+	return hosts
 }
 
 // checkLimits checks and defaults MaxBuffer and ListConcurrency.

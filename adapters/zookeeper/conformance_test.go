@@ -37,14 +37,17 @@ func TestConformance(t *testing.T) {
 	}
 	// What Curator cannot hold: service labels (the adapter has none to report), and the port's
 	// name (the adapter leaves the default, "http-8080"). Hosts are derived from the name.
-	runKit(t, proxy, Config{Root: d.W.Root, dial: sessions.Dial}, d, func(svc model.Service) model.Service {
-		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
-		svc.Labels = nil
-		for i := range svc.Ports {
-			svc.Ports[i].Name = ""
-		}
-		return svc
-	})
+	runKit(t, proxy, Config{Root: d.W.Root, dial: sessions.Dial}, d, curatorKitNormalize)
+}
+
+// curatorKitNormalize is what the Curator layout reports of a service the kit puts.
+func curatorKitNormalize(svc model.Service) model.Service {
+	svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".zookeeper"}
+	svc.Labels = nil
+	for i := range svc.Ports {
+		svc.Ports[i].Name = ""
+	}
+	return svc
 }
 
 // expiringDriver is the Curator driver that also loses the adapter's watch events the way

@@ -4,7 +4,11 @@
 // <root>/<name>/<id>, one znode per instance holding a Curator ServiceInstance as JSON, one
 // service per <name>; or (Config.Layout) Dubbo 2's interface-level layout,
 // <root>/<interface>/providers/<URL-encoded provider URL>, one service per interface, group and
-// version. See docs/adapters/zookeeper.md for the mapping rule by rule.
+// version; or Dubbo 3's application-level layout, <root>/<application>/<ip:port>. Config.Layout
+// may list several layouts, served side by side from one session, each under its own root
+// (layouts.go): Curator and Dubbo 3 may share one, their instance nodes told apart one by one
+// (shared), and a name two layouts' services map to is served for the first layout listed, the
+// others rejected (claims.go). See docs/adapters/zookeeper.md for the mapping rule by rule.
 //
 // Dubbo 2 registers one provider URL per protocol, so a host exporting an interface over tri and
 // dubbo has two nodes with one address: they are one instance serving both ports (mergeHosts),
@@ -17,7 +21,7 @@
 // drained on all of them. That fails closed: a port an operator disabled gets no traffic from
 // the mesh, at the cost of the host's other ports.
 //
-// Watching costs what changes: a children watch on the root, a children watch per service and a
+// Watching costs what changes: a children watch on each root, a children watch per service and a
 // data watch per instance node, every one re-armed by re-reading the path it fired on, and
 // only that path. All events reach one queue through the client's event callback, so there is
 // no goroutine per watch and a service that is removed leaves nothing behind (deleting a znode

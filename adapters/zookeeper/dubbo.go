@@ -134,7 +134,7 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 		return endpoint{}, err
 	}
 	q := pu.params
-	e := endpoint{inst: model.Instance{
+	e := endpoint{kind: kindDubbo, inst: model.Instance{
 		ID:      net.JoinHostPort(pu.ip, strconv.Itoa(int(pu.port))),
 		Address: pu.ip,
 		Health:  model.Healthy,

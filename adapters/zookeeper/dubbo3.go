@@ -60,10 +60,16 @@ func (d dubbo3) parseInstance(app, id string, data []byte) (endpoint, error) {
 	}
 	// Address, instance ID, health, and the checks of the JSON and of its ports.
 	var ci curatorInstance
-	e, err := curatorEndpoint(id, data, &ci, false)
+	e, err := curatorEndpoint(id, data, &ci, readDubbo3)
 	if err != nil {
 		return endpoint{}, err
 	}
+	return d.finish(app, e, &ci)
+}
+
+// finish reads what Dubbo 3 adds to the Curator instance ci of application app, read as e: its
+// ports, labels and service.
+func (d dubbo3) finish(app string, e endpoint, ci *curatorInstance) (endpoint, error) {
 	raw, err := endpointsOf(ci.Payload)
 	if err != nil {
 		return endpoint{}, err

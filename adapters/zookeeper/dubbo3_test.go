@@ -434,27 +434,30 @@ func TestDubbo3Conformance(t *testing.T) {
 	proxy := registrytest.NewProxy(t, s.Addr())
 	d := &dubbo3KitDriver{Proxy: proxy, w: writer{c: client(t, s.Addr()), root: "/galleon-dubbo3-kit"}}
 	d.w.ensureRoot(t)
-	runKit(t, proxy, Config{Layout: LayoutDubbo3, Root: d.w.root}, d, func(svc model.Service) model.Service {
-		// Hosts derive from the name (the kit's names are DNS labels: the name is the
-		// application's); Dubbo has no service labels; the kit's HTTP port is Dubbo's rest
-		// protocol, whose port the core names.
-		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
-		svc.Labels = nil
-		for i := range svc.Ports {
-			svc.Ports[i].Name = ""
+	runKit(t, proxy, Config{Layout: LayoutDubbo3, Root: d.w.root}, d, dubbo3KitNormalize)
+}
+
+// dubbo3KitNormalize is what the Dubbo 3 layout reports of a service the kit puts.
+func dubbo3KitNormalize(svc model.Service) model.Service {
+	// Hosts derive from the name (the kit's names are DNS labels: the name is the
+	// application's); Dubbo has no service labels; the kit's HTTP port is Dubbo's rest
+	// protocol, whose port the core names.
+	svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
+	svc.Labels = nil
+	for i := range svc.Ports {
+		svc.Ports[i].Name = ""
+	}
+	for i, inst := range svc.Instances {
+		// Dubbo names the node <ip>:<port>; the revision is a label.
+		svc.Instances[i].ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
+		labels := maps.Clone(inst.Labels)
+		if labels == nil {
+			labels = map[string]string{}
 		}
-		for i, inst := range svc.Instances {
-			// Dubbo names the node <ip>:<port>; the revision is a label.
-			svc.Instances[i].ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
-			labels := maps.Clone(inst.Labels)
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels["dubbo-revision"] = kitRevision(svc.Name)
-			svc.Instances[i].Labels = labels
-		}
-		return svc
-	})
+		labels["dubbo-revision"] = kitRevision(svc.Name)
+		svc.Instances[i].Labels = labels
+	}
+	return svc
 }
 
 // kitRevision is the revision the kit driver gives an application.

@@ -234,29 +234,32 @@ func TestDubboConformance(t *testing.T) {
 	if err := d.w.ensure(d.w.root); err != nil {
 		t.Fatal(err)
 	}
-	runKit(t, proxy, Config{Layout: LayoutDubbo, Root: d.w.root}, d, func(svc model.Service) model.Service {
-		// Hosts derive from the name; Dubbo has no service labels; the port name is left
-		// to the core (rest:// is HTTP, not tcp-dubbo).
-		svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
-		svc.Labels = nil
-		for i := range svc.Ports {
-			svc.Ports[i].Name = ""
+	runKit(t, proxy, Config{Layout: LayoutDubbo, Root: d.w.root}, d, dubboKitNormalize)
+}
+
+// dubboKitNormalize is what the Dubbo 2 layout reports of a service the kit puts.
+func dubboKitNormalize(svc model.Service) model.Service {
+	// Hosts derive from the name; Dubbo has no service labels; the port name is left
+	// to the core (rest:// is HTTP, not tcp-dubbo).
+	svc.Hosts = []string{svc.Name + "." + svc.Namespace + ".dubbo"}
+	svc.Labels = nil
+	for i := range svc.Ports {
+		svc.Ports[i].Name = ""
+	}
+	var insts []model.Instance
+	for _, inst := range svc.Instances {
+		// Dubbo has no Unhealthy provider: it unregisters (the driver writes none).
+		if inst.Health == model.Unhealthy {
+			continue
 		}
-		var insts []model.Instance
-		for _, inst := range svc.Instances {
-			// Dubbo has no Unhealthy provider: it unregisters (the driver writes none).
-			if inst.Health == model.Unhealthy {
-				continue
-			}
-			// The instance ID is <ip>:<port>; labels are the URL's parameters (the kit's
-			// "version" label would be Dubbo's service version, another service).
-			inst.ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
-			inst.Labels = map[string]string{"application": svc.Name, "side": "provider"}
-			insts = append(insts, inst)
-		}
-		svc.Instances = insts
-		return svc
-	})
+		// The instance ID is <ip>:<port>; labels are the URL's parameters (the kit's
+		// "version" label would be Dubbo's service version, another service).
+		inst.ID = inst.Address + ":" + itoa(svc.Ports[0].Number)
+		inst.Labels = map[string]string{"application": svc.Name, "side": "provider"}
+		insts = append(insts, inst)
+	}
+	svc.Instances = insts
+	return svc
 }
 
 // TestDubboVariantsAndLastProvider: the group/version variants of an interface are distinct

@@ -14,8 +14,9 @@ import (
 )
 
 // layout is one way of keeping services in ZooKeeper: where a service's instance nodes are and
-// what one holds. There are the Curator / Spring Cloud Zookeeper layout (curator) and the Dubbo 2
-// interface-level layout (dubbo, in dubbo.go).
+// what one holds. There are the Curator / Spring Cloud Zookeeper layout (curator), the Dubbo 2
+// interface-level layout (dubbo, in dubbo.go), the Dubbo 3 application-level layout (dubbo3, in
+// dubbo3.go) and a root the Curator and Dubbo 3 layouts share (shared, in layouts.go).
 type layout interface {
 	// isService says whether the root's child name holds services (Dubbo keeps other things
 	// beside the interfaces: mapping, config, metadata).
@@ -47,6 +48,8 @@ type endpoint struct {
 	// svc names the service the instance belongs to, when a service znode holds several
 	// (Dubbo: one per group and version); its zero value means the service znode's own name.
 	svc hostData
+	// kind is the layout the node was read as: in a root Curator and Dubbo 3 share, each node's.
+	kind layoutKind
 }
 
 // Spring Cloud Zookeeper's status metadata (StatusConstants).
@@ -91,8 +94,18 @@ func (curator) parseInstance(_, id string, data []byte) (endpoint, error) {
 		return endpoint{}, bad(reasonLayout, fmt.Errorf("%s is the name of a Dubbo 2 interface's child, not of an instance, and holds no data: this is a Dubbo 2 registry; read it with --%s=%s (root %s by default)", registry.Quote(id), flagLayout, LayoutDubbo, DefaultDubboRoot))
 	}
 	var ci curatorInstance
-	return curatorEndpoint(id, data, &ci, true)
+	return curatorEndpoint(id, data, &ci, readSpring)
 }
+
+// How curatorEndpoint reads an instance: as Spring's (the Curator layout, which rejects a Dubbo 3
+// instance), as Dubbo 3's, or as whichever it is (a root both layouts share: dubbo3Sign).
+type readMode uint8
+
+const (
+	readSpring readMode = iota
+	readDubbo3
+	readAuto
+)
 
 // dubboInstanceClass is the payload's "@class" of Dubbo 3's application instances, which
 // dubbo-go writes too.
@@ -113,10 +126,11 @@ func dubbo3Sign(class string, meta map[string]string) string {
 }
 
 // curatorEndpoint decodes instance node id into ci and reads the endpoint from it; dubbo3 reads
-// more of ci, without decoding the node again. spring: the instance is read as Spring's (the
-// Curator layout), whose metadata "protocol" is the port's protocol (Dubbo 3's ports say
-// theirs), and which Dubbo 3's instances are not.
-func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (endpoint, error) {
+// more of ci, without decoding the node again. A Spring instance (the Curator layout, mode
+// readSpring, or readAuto for a node without Dubbo 3's signs) has its port's protocol in its
+// metadata "protocol" (Dubbo 3's ports say theirs); Dubbo 3's instances are not Spring's. The
+// endpoint's kind says which it was read as.
+func curatorEndpoint(id string, data []byte, ci *curatorInstance, mode readMode) (endpoint, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return endpoint{}, bad(reasonJSON, errors.New("the node holds no data: want a Curator ServiceInstance as JSON"))
 	}
@@ -130,12 +144,23 @@ func curatorEndpoint(id string, data []byte, ci *curatorInstance, spring bool) (
 		return endpoint{}, bad(reasonAddress, fmt.Errorf(`"address" %s is neither an IP address nor a host name`, registry.Quote(ci.Address)))
 	}
 	meta, class := metadata(ci.Payload)
-	if why := dubbo3Sign(class, meta); why != "" && spring {
+	why := dubbo3Sign(class, meta)
+	if mode == readAuto {
+		mode = readSpring
+		if why != "" {
+			mode = readDubbo3
+		}
+	}
+	spring := mode == readSpring
+	if why != "" && spring {
 		// A Dubbo 3 application instance (Java Dubbo or dubbo-go) read as Spring's: its ports
 		// would be served as HTTP and Dubbo's bookkeeping as labels.
-		return endpoint{}, bad(reasonLayout, fmt.Errorf("a Dubbo 3 application instance (%s), not a Spring Cloud Zookeeper one: read this root with --%s=%s", why, flagLayout, LayoutDubbo3))
+		return endpoint{}, bad(reasonLayout, fmt.Errorf("a Dubbo 3 application instance (%s), not a Spring Cloud Zookeeper one: read this root with --%s=%s (or --%s=%s,%s when Spring's instances share it)", why, flagLayout, LayoutDubbo3, flagLayout, LayoutCurator, LayoutDubbo3))
 	}
 	e := endpoint{inst: model.Instance{ID: id, Address: ci.Address, Labels: meta, Health: model.Healthy}}
+	if !spring {
+		e.kind = kindDubbo3
+	}
 	if v, ok := meta[statusKey]; ok {
 		switch strings.ToUpper(v) {
 		case statusUp:

@@ -11,10 +11,11 @@ import (
 // service is what the adapter knows of one service znode.
 type service struct {
 	nodes map[string]*node // by instance id
-	// served are the services built from this znode, by name, with the ports reported last
-	// (kept when the last instance leaves): one in the Curator layout, one per group and
-	// version in the Dubbo layout.
-	served map[string]*served
+	// served are the services built from this znode, by layout and name, with the ports
+	// reported last (kept when the last instance leaves): one in the Curator layout, one per
+	// group and version in the Dubbo layout, one per layout in a root Curator and Dubbo 3
+	// share whose znode holds instances of both.
+	served map[servedKey]*served
 	// overrides are the well-formed rules under overridesPath, in node name order.
 	overrides []override
 	// overrideIDs are the children of overridesPath last read, to clear the rejections of

@@ -124,15 +124,15 @@ func (w *watcher) step(ctx context.Context) bool {
 			w.presentAuth(ctx)
 			return true
 		}
-		if !w.dirty.any() && len(w.relist.names) > 0 && w.queued() == 0 {
+		if !w.anyDirty() && len(w.relist.names) > 0 && w.queued() == 0 {
 			w.relistNext()
 		}
-		if w.dirty.any() {
+		if w.anyDirty() {
 			w.readRound(ctx)
 			return true
 		}
 	}
-	if w.rootOK && !w.dirty.any() && w.queued() == 0 && w.changed {
+	if w.rootsOK() && !w.anyDirty() && w.queued() == 0 && w.changed {
 		w.flush()
 	}
 	return false
@@ -319,31 +319,33 @@ func (w *watcher) sessionDown(e zk.Event) {
 }
 
 // watchFired marks the path a watch fired on to be read again.
-func (w *watcher) watchFired(p string, t zk.EventType) {
-	root := w.r.cfg.Root
-	if p == root {
-		w.dirty.root = true
+func (w *watcher) watchFired(p string, et zk.EventType) {
+	if rs, ok := w.roots[p]; ok {
+		rs.dirty = true
 		return
 	}
-	if name, ok := w.byOvrPath[p]; ok {
-		w.dirty.ovr[name] = true
+	if sp, ok := w.byOvrPath[p]; ok {
+		w.dirty.ovr[sp] = true
 		return
 	}
-	if name, ok := w.byPath[p]; ok {
-		w.dirty.svc[name] = true
-		if p == root+"/"+name && w.r.layout.overridesPath(root, name) != "" {
+	if sp, ok := w.byPath[p]; ok {
+		w.dirty.svc[sp] = true
+		if t, name := w.split(sp); p == sp && t.ovr(name) != "" {
 			// The service znode's children watch stands in for a missing instances or
 			// overrides node: one of them may have appeared.
-			w.dirty.ovr[name] = true
+			w.dirty.ovr[sp] = true
 		}
 		return
 	}
-	if name, ok := w.byPath[path.Dir(p)]; ok && w.r.layout.readsData() {
+	if sp, ok := w.byPath[path.Dir(p)]; ok {
+		if t, _ := w.split(sp); !t.layout.readsData() {
+			return
+		}
 		id := path.Base(p)
 		// A deleted instance node is not read: its service's children watch fired in the
 		// same transaction (or already had), and that read removes it.
-		if _, known := w.services[name].nodes[id]; known && t != zk.EventNodeDeleted {
-			w.dirty.node[nodeKey{name, id}] = true
+		if _, known := w.services[sp].nodes[id]; known && et != zk.EventNodeDeleted {
+			w.dirty.node[nodeKey{sp, id}] = true
 		}
 	}
 }
@@ -372,22 +374,25 @@ func (w *watcher) relistNext() {
 
 // markAll marks every path known to be read again: the watches went with the old session.
 func (w *watcher) markAll() {
-	w.dirty.root = true
-	for name, s := range w.services {
-		w.markService(name, s)
+	for _, rs := range w.rootList {
+		rs.dirty = true
+	}
+	for sp, s := range w.services {
+		w.markService(sp, s)
 	}
 }
 
-// markService marks a service's paths to be read again.
-func (w *watcher) markService(name string, s *service) {
-	w.dirty.svc[name] = true
-	if w.r.layout.overridesPath(w.r.cfg.Root, name) != "" {
-		w.dirty.ovr[name] = true
+// markService marks the paths of service znode sp to be read again.
+func (w *watcher) markService(sp string, s *service) {
+	t, name := w.split(sp)
+	w.dirty.svc[sp] = true
+	if t.ovr(name) != "" {
+		w.dirty.ovr[sp] = true
 	}
-	if !w.r.layout.readsData() {
+	if !t.layout.readsData() {
 		return // the nodes' names are their content: the children read covers them
 	}
 	for id := range s.nodes {
-		w.dirty.node[nodeKey{name, id}] = true
+		w.dirty.node[nodeKey{sp, id}] = true
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 
-	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 )
 
@@ -24,102 +24,103 @@ func (w *watcher) apply(j *job) {
 	}
 }
 
-// applyRoot records the root's children: the services.
+// applyRoot records a root's children: the services.
 func (w *watcher) applyRoot(j *job) {
-	root := w.r.cfg.Root
+	root := j.t.root
+	rs := w.roots[root]
 	if j.err != nil {
-		w.failed(laterRead{}, root, j.err)
+		w.failed(laterRead{root: root}, root, j.err)
 		return
 	}
-	w.succeeded(laterRead{})
-	w.dirty.root = false
+	w.succeeded(laterRead{root: root})
+	rs.dirty = false
 	if !j.exists {
-		w.rootGone()
+		w.rootGone(rs)
 		return
 	}
-	if w.rootMissing != nil {
+	if rs.missing != nil {
 		// Back: every watch under it went with it. Read everything again; the Flush
 		// after is a Replace (the outage began with rootGone).
-		w.r.log.Info("the root znode exists again: listing it", "services_known", len(w.services))
-		w.rootMissing = nil
+		w.r.log.Info("the root znode exists again: listing it", "root", root, "services_known", len(w.services))
+		rs.missing = nil
 		w.markAll()
-		w.dirty.root = false // this is its listing
+		rs.dirty = false // this is its listing
 	}
-	w.rootOK = true
+	rs.ok = true
 	names := map[string]bool{}
 	for _, name := range j.children {
-		if !w.r.layout.isService(name) {
+		if !j.t.layout.isService(name) {
 			continue
 		}
 		names[name] = true
-		w.listed(name)
+		w.listed(root + "/" + name)
 	}
-	for name := range w.services {
-		if !names[name] {
-			w.removeService(name)
+	for sp := range w.services {
+		if path.Dir(sp) == root && !names[path.Base(sp)] {
+			w.removeService(sp)
 		}
 	}
 }
 
-// listed records service znode name found in the root's listing: new, its paths are to be read;
+// listed records service znode sp found in its root's listing: new, its paths are to be read;
 // found gone before, it was created anew, without the watches of the old.
-func (w *watcher) listed(name string) {
-	root := w.r.cfg.Root
-	s, ok := w.services[name]
+func (w *watcher) listed(sp string) {
+	s, ok := w.services[sp]
 	switch {
 	case ok && s.missing:
 		s.missing = false
-		w.markService(name, s)
+		w.markService(sp, s)
 	case !ok:
-		w.services[name] = &service{nodes: map[string]*node{}, served: map[string]*served{}}
-		w.byPath[w.r.layout.instancesPath(root, name)] = name
-		w.byPath[root+"/"+name] = name
-		w.dirty.svc[name] = true
-		if p := w.r.layout.overridesPath(root, name); p != "" {
-			w.byOvrPath[p] = name
-			w.dirty.ovr[name] = true
+		t, name := w.split(sp)
+		w.services[sp] = &service{nodes: map[string]*node{}, served: map[servedKey]*served{}}
+		w.byPath[t.ins(name)] = sp
+		w.byPath[sp] = sp
+		w.dirty.svc[sp] = true
+		if p := t.ovr(name); p != "" {
+			w.byOvrPath[p] = sp
+			w.dirty.ovr[sp] = true
 		}
 	}
 }
 
 // applyOverrides records the children of a service's overrides node.
 func (w *watcher) applyOverrides(j *job) {
-	root := w.r.cfg.Root
+	t, name := w.split(j.name)
 	s, ok := w.services[j.name]
 	delete(w.dirty.ovr, j.name)
 	if !ok {
 		return
 	}
 	if j.err != nil {
-		w.failed(laterRead{name: j.name, ovr: true}, w.r.layout.overridesPath(root, j.name), j.err)
+		w.failed(laterRead{name: j.name, ovr: true}, t.ovr(name), j.err)
 		return
 	}
 	w.succeeded(laterRead{name: j.name, ovr: true})
-	w.accept(w.r.layout.overridesPath(root, j.name))
+	w.accept(t.ovr(name))
 	w.setOverrides(j.name, s, j.children)
 }
 
 // applyInstances records the children of a service's instances node: its instance nodes.
 func (w *watcher) applyInstances(j *job) {
-	root := w.r.cfg.Root
+	t, name := w.split(j.name)
 	s, ok := w.services[j.name]
 	if !ok {
 		delete(w.dirty.svc, j.name)
 		return
 	}
 	if j.err != nil {
-		w.failed(laterRead{name: j.name}, w.r.layout.instancesPath(root, j.name), j.err)
+		w.failed(laterRead{name: j.name}, t.ins(name), j.err)
 		return
 	}
 	delete(w.dirty.svc, j.name)
 	w.succeeded(laterRead{name: j.name})
-	w.accept(w.r.layout.instancesPath(root, j.name))
+	w.accept(t.ins(name))
 	if !j.exists {
 		// Gone, or the root with everything under it: the root's listing decides, so
 		// that a deleted root keeps what was served (rootGone). Its children watch
 		// fired too, so it is read soon.
 		s.missing = true
-		w.dirty.root = true
+		w.roots[t.root].dirty = true
 		return
 	}
 	ids := map[string]bool{}
@@ -141,14 +142,14 @@ func (w *watcher) applyInstances(j *job) {
 	w.touch(j.name)
 }
 
-// newNode records instance node id of service name, just listed: its data is to be read, or
+// newNode records instance node id of service znode sp, just listed: its data is to be read, or
 // (Dubbo 2) its name is its content.
-func (w *watcher) newNode(name string, s *service, id string) {
+func (w *watcher) newNode(sp string, s *service, id string) {
 	s.nodes[id] = &node{}
-	if w.r.layout.readsData() {
-		w.dirty.node[nodeKey{name, id}] = true
+	if t, _ := w.split(sp); t.layout.readsData() {
+		w.dirty.node[nodeKey{sp, id}] = true
 	} else {
-		w.parse(name, id, s.nodes[id], nil)
+		w.parse(sp, id, s.nodes[id], nil)
 	}
 }
 
@@ -163,7 +164,8 @@ func (w *watcher) applyNode(j *job) {
 	if !ok {
 		return
 	}
-	rec := w.r.layout.instancesPath(w.r.cfg.Root, j.name) + "/" + j.id
+	t, name := w.split(j.name)
+	rec := t.ins(name) + "/" + j.id
 	if j.err == nil {
 		w.succeeded(laterRead{name: j.name, id: j.id})
 	}
@@ -190,7 +192,7 @@ func (w *watcher) applyNode(j *job) {
 
 // overlongNode records an instance znode whose name is longer than maxNodeName: rejected, under
 // its name Cut (the same every listing, so that its deletion is seen), never read or parsed.
-func (w *watcher) overlongNode(name string, s *service, id string, ids map[string]bool) {
+func (w *watcher) overlongNode(sp string, s *service, id string, ids map[string]bool) {
 	key := registry.Cut(id, registry.MaxRecordLen)
 	ids[key] = true
 	if _, ok := s.nodes[key]; ok {
@@ -198,13 +200,15 @@ func (w *watcher) overlongNode(name string, s *service, id string, ids map[strin
 	}
 	n := &node{err: bad(reasonSize, fmt.Errorf("the node's name is %d bytes, more than the %d an instance's may be", len(id), maxNodeName))}
 	s.nodes[key] = n
-	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+key, n)
+	t, name := w.split(sp)
+	w.report(t.ins(name)+"/"+key, n)
 }
 
 // setOverrides parses the children of a service's overrides node, reporting each malformed one
 // (and clearing the reports of those gone), and makes the service's instances built again.
-func (w *watcher) setOverrides(name string, s *service, ids []string) {
-	p := w.r.layout.overridesPath(w.r.cfg.Root, name)
+func (w *watcher) setOverrides(sp string, s *service, ids []string) {
+	t, name := w.split(sp)
+	p := t.ovr(name)
 	slices.Sort(ids)
 	for _, id := range s.overrideIDs {
 		if _, found := slices.BinarySearch(ids, id); !found {
@@ -227,24 +231,25 @@ func (w *watcher) setOverrides(name string, s *service, ids []string) {
 	s.overrideIDs = ids
 	if !slices.Equal(rules, s.overrides) {
 		s.overrides = rules
-		w.touch(name)
+		w.touch(sp)
 	}
 	w.changed = true
 }
 
-// parse reads instance node id of service name into n, and reports it accepted or rejected.
-func (w *watcher) parse(name, id string, n *node, data []byte) {
-	e, err := w.r.layout.parseInstance(name, id, data)
+// parse reads instance node id of service znode sp into n, and reports it accepted or rejected.
+func (w *watcher) parse(sp, id string, n *node, data []byte) {
+	t, name := w.split(sp)
+	e, err := t.layout.parseInstance(name, id, data)
 	switch {
 	case err == nil:
-		e.inst.Labels = w.services[name].labels.intern(e.inst.Labels)
+		e.inst.Labels = w.services[sp].labels.intern(e.inst.Labels)
 		n.good, n.err = &e, nil
 	case errors.Is(err, errNotInstance):
 		n.good, n.err = nil, nil
 	default:
 		n.err = err
 	}
-	w.report(w.r.layout.instancesPath(w.r.cfg.Root, name)+"/"+id, n)
+	w.report(t.ins(name)+"/"+id, n)
 }
 
 // reject reports record malformed (the core counts it by err's reason). The record is a znode's
@@ -277,41 +282,44 @@ func (w *watcher) touch(name string) {
 	w.changed = true
 }
 
-func (w *watcher) removeNode(name, id string) {
-	s := w.services[name]
+func (w *watcher) removeNode(sp, id string) {
+	s := w.services[sp]
 	delete(s.nodes, id)
-	delete(w.dirty.node, nodeKey{name, id})
-	w.accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id)
-	w.accept(w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)")
+	delete(w.dirty.node, nodeKey{sp, id})
+	t, name := w.split(sp)
+	rec := t.ins(name) + "/" + id
+	w.accept(rec)
+	w.accept(rec + " (duplicate)")
 	w.changed = true
 }
 
-func (w *watcher) removeService(name string) {
-	s := w.services[name]
+func (w *watcher) removeService(sp string) {
+	s := w.services[sp]
+	t, name := w.split(sp)
 	for id := range s.nodes {
-		w.removeNode(name, id)
+		w.removeNode(sp, id)
 	}
-	if p := w.r.layout.overridesPath(w.r.cfg.Root, name); p != "" {
+	if p := t.ovr(name); p != "" {
 		w.accept(p)
 		for _, id := range s.overrideIDs {
 			w.accept(p + "/" + id)
 		}
 		delete(w.byOvrPath, p)
 	}
-	delete(w.services, name)
-	delete(w.byPath, w.r.layout.instancesPath(w.r.cfg.Root, name))
-	delete(w.byPath, w.r.cfg.Root+"/"+name)
-	delete(w.dirty.svc, name)
-	delete(w.dirty.ovr, name)
-	delete(w.touched, name)
-	delete(w.retiring.due, name)
-	if w.r.layout.readsData() { // Curator: the znode's name is the service's
-		w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: name})
+	delete(w.services, sp)
+	delete(w.byPath, t.ins(name))
+	delete(w.byPath, sp)
+	delete(w.dirty.svc, sp)
+	delete(w.dirty.ovr, sp)
+	delete(w.touched, sp)
+	delete(w.retiring.due, sp)
+	reported := false
+	for _, sn := range slices.SortedFunc(maps.Keys(s.served), compareServed) {
+		w.unclaim(sn.name, w.claimantOf(sp, sn.kind))
+		reported = reported || sn.name == name
 	}
-	for _, sn := range slices.Sorted(maps.Keys(s.served)) {
-		if sn != name || !w.r.layout.readsData() {
-			w.rec.Remove(model.ServiceKey{Namespace: w.r.cfg.Namespace, Name: sn})
-		}
+	if t.layout.readsData() && !reported { // Curator: the znode's name is the service's
+		w.unclaim(name, w.claimantOf(sp, t.kinds[0]))
 	}
 	w.changed = true
 }

@@ -4,27 +4,44 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"time"
 
 	"github.com/galleon-mesh/galleon/model"
 )
 
-// build tells the Reconciler the new state of every service touched since the last build.
+// build tells the Reconciler the new state of every service touched since the last build (and
+// of those a build touched: the next in line for a name whose service went, claims.go).
 func (w *watcher) build() {
 	now := time.Now()
-	for _, name := range slices.Sorted(maps.Keys(w.touched)) {
-		if s, ok := w.services[name]; ok {
-			w.buildService(name, s, now)
+	for len(w.touched) > 0 {
+		sps := slices.Sorted(maps.Keys(w.touched))
+		clear(w.touched)
+		for _, sp := range sps {
+			if s, ok := w.services[sp]; ok {
+				w.buildService(sp, s, now)
+			}
 		}
 	}
-	clear(w.touched)
 }
 
-// buildService tells the Reconciler the services built from service znode name.
-func (w *watcher) buildService(name string, s *service, now time.Time) {
+// servedKey is a service built from a service znode: its name, and the layout its instances
+// were read as (a root Curator and Dubbo 3 share may hold both under one znode).
+type servedKey struct {
+	kind layoutKind
+	name string
+}
+
+func compareServed(a, b servedKey) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.name, b.name))
+}
+
+// buildService tells the Reconciler the services built from service znode sp.
+func (w *watcher) buildService(sp string, s *service, now time.Time) {
+	t, name := w.split(sp)
 	s.labels.prune(s.nodes)
-	eps, hds, ids := w.endpoints(name, s)
+	eps, hds, ids := w.endpoints(sp, s)
 	// Each instance's contribution to its service's ports, in node name order: an
 	// instance that would make its service invalid is left out, its node rejected.
 	for sn, list := range eps {
@@ -34,48 +51,51 @@ func (w *watcher) buildService(name string, s *service, now time.Time) {
 		}
 		kept, refused := admitPorts(list, served)
 		for _, r := range refused {
-			w.reject(w.dupRecord(name, ids[sn][r.e.inst.ID]), r.err)
+			w.reject(w.dupRecord(sp, ids[sn][r.e.inst.ID]), r.err)
 		}
 		eps[sn] = kept
 	}
 	// Dubbo 2: the providers of one host (one URL per protocol) become one endpoint.
-	if m, ok := w.r.layout.(merger); ok {
+	if m, ok := t.layout.(merger); ok {
 		for sn, list := range eps {
 			eps[sn] = m.merge(list, &s.labels)
 		}
 	}
-	if len(hds) == 0 && w.r.layout.readsData() {
-		hds[name] = hostData{Name: name, Namespace: w.r.cfg.Namespace} // Curator: report the removal
+	if len(hds) == 0 && t.layout.readsData() {
+		// Curator: report the removal.
+		hds[servedKey{t.kinds[0], name}] = hostData{Name: name, Namespace: w.r.cfg.Namespace}
 	}
-	delete(w.retiring.due, name)
-	for _, sn := range slices.Sorted(maps.Keys(hds)) {
-		w.buildServed(name, s, sn, hds[sn], eps[sn], now)
+	delete(w.retiring.due, sp)
+	for _, sn := range slices.SortedFunc(maps.Keys(hds), compareServed) {
+		w.buildServed(sp, s, sn, hds[sn], eps[sn], now)
 	}
 }
 
-// dupRecord is the record under which instance node id of service znode name is rejected as a
+// dupRecord is the record under which instance node id of service znode sp is rejected as a
 // duplicate (or its ports refused).
-func (w *watcher) dupRecord(name, id string) string {
-	return w.r.layout.instancesPath(w.r.cfg.Root, name) + "/" + id + " (duplicate)"
+func (w *watcher) dupRecord(sp, id string) string {
+	t, name := w.split(sp)
+	return t.ins(name) + "/" + id + " (duplicate)"
 }
 
-// endpoints sorts the well-formed instances of service znode name, with its overrides applied,
+// endpoints sorts the well-formed instances of service znode sp, with its overrides applied,
 // by the service they belong to (eps), with the host data of each service: those built before
 // (each stays, without instances, until the service znode goes) and those of the instances
 // (hds). ids names the node of each instance ID served, by service.
-func (w *watcher) endpoints(name string, s *service) (eps map[string][]*endpoint, hds map[string]hostData, ids map[string]map[string]string) {
-	eps = map[string][]*endpoint{}
-	hds = map[string]hostData{}
+func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoint, hds map[servedKey]hostData, ids map[servedKey]map[string]string) {
+	name := path.Base(sp)
+	eps = map[servedKey][]*endpoint{}
+	hds = map[servedKey]hostData{}
 	for sn, sv := range s.served {
 		hds[sn] = sv.hd
 	}
 	// Nodes in name order, so that of two nodes for the same instance ID (Dubbo: two
 	// provider URLs with the same ip:port that differ in parameters) the same one is served
 	// every time; the other is rejected until it is the only one.
-	ids = map[string]map[string]string{} // service name -> instance ID -> node
+	ids = map[servedKey]map[string]string{} // service -> instance ID -> node
 	for _, id := range slices.Sorted(maps.Keys(s.nodes)) {
 		n := s.nodes[id]
-		dupRecord := w.dupRecord(name, id)
+		dupRecord := w.dupRecord(sp, id)
 		if n.good == nil {
 			w.accept(dupRecord)
 			continue
@@ -86,25 +106,27 @@ func (w *watcher) endpoints(name string, s *service) (eps map[string][]*endpoint
 			hd.Name = name
 		}
 		hd.Namespace = w.r.cfg.Namespace
-		if ids[hd.Name] == nil {
-			ids[hd.Name] = map[string]string{}
+		k := servedKey{good.kind, hd.Name}
+		if ids[k] == nil {
+			ids[k] = map[string]string{}
 		}
-		if first, dup := ids[hd.Name][good.inst.ID]; dup {
+		if first, dup := ids[k][good.inst.ID]; dup {
 			w.reject(dupRecord, bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first))))
 			continue
 		}
 		w.accept(dupRecord)
-		ids[hd.Name][good.inst.ID] = id
-		eps[hd.Name] = append(eps[hd.Name], good)
-		hds[hd.Name] = hd
+		ids[k][good.inst.ID] = id
+		eps[k] = append(eps[k], good)
+		hds[k] = hd
 	}
 	return eps, hds, ids
 }
 
-// buildServed tells the Reconciler served name sn of service znode name: set with its
-// instances, removed, or retired when it has been without instances for RetireEmptyAfter.
-func (w *watcher) buildServed(name string, s *service, sn string, hd hostData, eps []*endpoint, now time.Time) {
-	ns := w.r.cfg.Namespace
+// buildServed tells the Reconciler served service sn of service znode sp: set with its
+// instances (when no service ranked before it has its name: claims.go), removed, or retired
+// when it has been without instances for RetireEmptyAfter.
+func (w *watcher) buildServed(sp string, s *service, sn servedKey, hd hostData, eps []*endpoint, now time.Time) {
+	c := w.claimantOf(sp, sn.kind)
 	var last portMemory
 	var emptySince time.Time
 	if sv := s.served[sn]; sv != nil {
@@ -113,19 +135,20 @@ func (w *watcher) buildServed(name string, s *service, sn string, hd hostData, e
 			emptySince = cmp.Or(sv.emptySince, now)
 		}
 	}
-	if !emptySince.IsZero() && w.retire(name, sn, emptySince, now) {
+	if !emptySince.IsZero() && w.retire(sp, sn.name, emptySince, now) {
 		delete(s.served, sn)
-		w.rec.Remove(model.ServiceKey{Namespace: ns, Name: sn})
+		w.unclaim(sn.name, c)
 		return
 	}
-	svc, kept, ok, err := mapService(hd, w.r.host, eps, last)
+	svc, kept, ok, err := mapService(hd, w.r.hosts[sn.kind], eps, last)
 	switch {
 	case err != nil:
-		w.reject(w.r.layout.instancesPath(w.r.cfg.Root, name), err)
+		t, name := w.split(sp)
+		w.reject(t.ins(name), err)
 	case ok:
-		w.rec.Set(svc)
 		s.served[sn] = &served{hd: hd, ports: kept, emptySince: emptySince}
+		w.claim(sn.name, c, svc)
 	default:
-		w.rec.Remove(model.ServiceKey{Namespace: ns, Name: sn})
+		w.unclaim(sn.name, c)
 	}
 }

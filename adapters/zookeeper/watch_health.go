@@ -10,14 +10,18 @@ import (
 // --zk-root, or a registry that lost its data. Nothing is removed (a fresh adapter reports no
 // listing; a running one keeps serving what it read), the registry is reported unreachable
 // with what to check, and the exists watch set by the read says when it appears.
-func (w *watcher) rootGone() {
-	err := fmt.Errorf("root znode %q does not exist: check --%s, or the registry lost its data", w.r.cfg.Root, flagRoot)
-	if w.rootMissing == nil {
+func (w *watcher) rootGone(rs *rootState) {
+	which := "" // one root: the message it always was
+	if len(w.rootList) > 1 {
+		which = " (the root of layout " + kindsString(rs.t.kinds) + ")"
+	}
+	err := fmt.Errorf("root znode %q does not exist: check --%s%s, or the registry lost its data", rs.t.root, flagRoot, which)
+	if rs.missing == nil {
 		w.r.log.Warn("the root znode does not exist; serving what was read last, watching for it to appear",
 			"error", err, "services_known", len(w.services))
 	}
-	w.rootMissing = err
-	w.rootOK = false
+	rs.missing = err
+	rs.ok = false
 	w.rec.Unreachable(fmt.Errorf("zookeeper: %w", err))
 	w.down = true
 }
@@ -58,8 +62,8 @@ func (w *watcher) tooBig(b bigAnswer) bool {
 
 // readOf is the read of p (by op) that the adapter makes, if it makes one.
 func (w *watcher) readOf(p string, op int32) (laterRead, bool) {
-	if p == w.r.cfg.Root {
-		return laterRead{}, true
+	if _, ok := w.roots[p]; ok {
+		return laterRead{root: p}, true
 	}
 	if name, ok := w.byOvrPath[p]; ok {
 		return laterRead{name: name, ovr: true}, true
@@ -114,7 +118,7 @@ func (w *watcher) checkLive() {
 	}
 	if !w.live.probing.Load() && fc.idle(now) > ua/4 {
 		w.live.probing.Store(true)
-		conn, root := w.conn, w.r.cfg.Root
+		conn, root := w.conn, w.r.trees[0].root
 		w.live.probes.Go(func() {
 			defer w.live.probing.Store(false)
 			_, _, err := conn.Exists(root)

@@ -11,9 +11,10 @@ import (
 	"github.com/go-zookeeper/zk"
 )
 
-// job is one read: the root's children (name == ""), a service's instances (id == "") or
-// overrides (ovr), or an instance node's data.
+// job is one read: a root's children (name == ""), a service's instances (id == "") or
+// overrides (ovr), or an instance node's data; name is the service znode's path, t its tree.
 type job struct {
+	t        *tree
 	name, id string
 	ovr      bool
 	// results
@@ -37,17 +38,19 @@ func errConnection(err error) bool {
 // the first connection error; what it could not read stays dirty.
 func (w *watcher) round(ctx context.Context) error {
 	var jobs []*job
-	if w.dirty.root {
-		jobs = append(jobs, &job{})
+	for _, rs := range w.rootList {
+		if rs.dirty {
+			jobs = append(jobs, &job{t: rs.t})
+		}
 	}
-	for name := range w.dirty.svc {
-		jobs = append(jobs, &job{name: name})
+	for sp := range w.dirty.svc {
+		jobs = append(jobs, &job{t: w.roots[path.Dir(sp)].t, name: sp})
 	}
-	for name := range w.dirty.ovr {
-		jobs = append(jobs, &job{name: name, ovr: true})
+	for sp := range w.dirty.ovr {
+		jobs = append(jobs, &job{t: w.roots[path.Dir(sp)].t, name: sp, ovr: true})
 	}
 	for k := range w.dirty.node {
-		jobs = append(jobs, &job{name: k.name, id: k.id})
+		jobs = append(jobs, &job{t: w.roots[path.Dir(k.name)].t, name: k.name, id: k.id})
 	}
 	start := time.Now()
 	var lost error
@@ -134,7 +137,7 @@ func (w *watcher) runJobs(ctx context.Context, jobs []*job, done func(*job)) {
 
 // read performs one job, setting the watch that tells when to read it again.
 func (w *watcher) read(j *job) {
-	root := w.r.cfg.Root
+	root, name := j.t.root, path.Base(j.name)
 	switch {
 	case j.isRoot():
 		for {
@@ -155,11 +158,11 @@ func (w *watcher) read(j *job) {
 			// Created in between: read it (the exists watch fires too, at most once more).
 		}
 	case j.isSvc():
-		w.readChildren(j, w.r.layout.instancesPath(root, j.name))
+		w.readChildren(j, j.t.ins(name))
 	case j.ovr:
-		w.readChildren(j, w.r.layout.overridesPath(root, j.name))
+		w.readChildren(j, j.t.ovr(name))
 	default:
-		j.data, _, _, j.err = w.conn.GetW(w.r.layout.instancesPath(root, j.name) + "/" + j.id)
+		j.data, _, _, j.err = w.conn.GetW(j.t.ins(name) + "/" + j.id)
 		w.r.metrics.request("data", j.err)
 		j.exists = j.err == nil
 	}
@@ -173,7 +176,7 @@ func (w *watcher) read(j *job) {
 // children instead, for p to appear: deleting the service znode fires, and so ends, that watch,
 // so a removed service leaves none behind. j.exists is false when the service znode is missing.
 func (w *watcher) readChildren(j *job, p string) {
-	own := w.r.cfg.Root + "/" + j.name
+	own := j.name
 	for {
 		j.children, _, _, j.err = w.conn.ChildrenW(p)
 		w.r.metrics.request("children", j.err)

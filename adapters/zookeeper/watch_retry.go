@@ -167,8 +167,9 @@ func (w *watcher) failed(r laterRead, p string, err error) {
 	}
 	switch {
 	case r.name == "":
-		w.dirty.root = false
-		w.rootOK = false
+		rs := w.roots[r.root]
+		rs.dirty = false
+		rs.ok = false
 		w.rec.Unreachable(fmt.Errorf("zookeeper: reading %s: %w", p, err))
 		w.down = true
 	case r.ovr:
@@ -264,7 +265,7 @@ func (w *watcher) laterDue() {
 		st.marked = true
 		switch {
 		case r.name == "":
-			w.dirty.root = true
+			w.roots[r.root].dirty = true
 		case r.ovr:
 			w.dirty.ovr[r.name] = true
 		case r.id != "":

@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"path"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,20 +42,60 @@ type watcher struct {
 
 	// down: Unreachable was reported and not yet cleared by a Flush.
 	down bool
-	// rootMissing is why the root cannot be listed (it does not exist), logged once; nil
-	// while it can.
-	rootMissing error
 
+	// roots are the roots watched (one per tree), by path; rootList in the Registry's order.
+	roots    map[string]*rootState
+	rootList []*rootState
+
+	// services are the service znodes, by path (<root>/<name>: the root tells the tree, split).
 	services  map[string]*service
-	byPath    map[string]string // instancesPath (and the service znode when it differs) -> service name
-	byOvrPath map[string]string // overridesPath -> service name
+	byPath    map[string]string // instancesPath (and the service znode when it differs) -> service path
+	byOvrPath map[string]string // overridesPath -> service path
 	dirty     dirtyPaths
-	// rootOK: the root was read (or found missing) by the last read of it; no Flush before.
-	rootOK bool
+	// claims are the services served, by name, with the service znodes that map to each
+	// (claims.go).
+	claims map[string][]claimant
 	// changed: something was told to the Reconciler since the last Flush.
 	changed bool
 	// touched: services whose nodes changed since they were last built.
 	touched map[string]bool
+}
+
+// rootState is one root watched.
+type rootState struct {
+	t *tree
+	// dirty: its children watch fired (or was never set).
+	dirty bool
+	// ok: the root was read (or found missing) by the last read of it; no Flush before.
+	ok bool
+	// missing is why the root cannot be listed (it does not exist), logged once; nil while it
+	// can.
+	missing error
+}
+
+// split is the tree of service znode sp, and the service znode's name.
+func (w *watcher) split(sp string) (*tree, string) {
+	return w.roots[path.Dir(sp)].t, path.Base(sp)
+}
+
+// anyDirty: some path is to be read.
+func (w *watcher) anyDirty() bool {
+	for _, rs := range w.rootList {
+		if rs.dirty {
+			return true
+		}
+	}
+	return w.dirty.any()
+}
+
+// rootsOK: every root was read by the last read of it.
+func (w *watcher) rootsOK() bool {
+	for _, rs := range w.rootList {
+		if !rs.ok {
+			return false
+		}
+	}
+	return true
 }
 
 // sessionState is the client's session as the adapter saw it last.
@@ -125,38 +166,39 @@ type retirement struct {
 	next time.Time
 }
 
-// dirtyPaths are the paths whose watch fired (or was never set): each is read, and its watch
-// set, again.
+// dirtyPaths are the paths under the roots whose watch fired (or was never set): each is read,
+// and its watch set, again. Services are by service znode path.
 type dirtyPaths struct {
-	root bool
 	svc  map[string]bool // instancesPath
 	ovr  map[string]bool // overridesPath
 	node map[nodeKey]bool
 }
 
 func (d *dirtyPaths) any() bool {
-	return d.root || len(d.svc) > 0 || len(d.ovr) > 0 || len(d.node) > 0
+	return len(d.svc) > 0 || len(d.ovr) > 0 || len(d.node) > 0
 }
 
 type nodeKey struct{ name, id string }
 
-// laterRead is a read to retry: the root (name ""), a service's instances or overrides, or an
-// instance node's data (id).
+// laterRead is a read to retry: a root (name "", root its path), a service's instances or
+// overrides (name its service znode's path), or an instance node's data (id).
 type laterRead struct {
+	root     string
 	name, id string
 	ovr      bool
 }
 
 func newWatcher(r *Registry, sink registry.Sink) *watcher {
-	return &watcher{
+	w := &watcher{
 		r:         r,
 		rec:       registry.NewReconciler(sink),
 		wake:      make(chan struct{}, 1),
 		services:  map[string]*service{},
 		byPath:    map[string]string{},
 		byOvrPath: map[string]string{},
+		roots:     map[string]*rootState{},
+		claims:    map[string][]claimant{},
 		dirty: dirtyPaths{
-			root: true,
 			svc:  map[string]bool{},
 			ovr:  map[string]bool{},
 			node: map[nodeKey]bool{},
@@ -165,4 +207,10 @@ func newWatcher(r *Registry, sink registry.Sink) *watcher {
 		later:    laterReads{reads: map[laterRead]*retryState{}, unreadable: unreadableLog{log: r.log}},
 		retiring: retirement{due: map[string]time.Time{}},
 	}
+	for _, t := range r.trees {
+		rs := &rootState{t: t, dirty: true}
+		w.roots[t.root] = rs
+		w.rootList = append(w.rootList, rs)
+	}
+	return w
 }

@@ -1,7 +1,8 @@
 // Command galleon-zookeeper serves the services registered in Apache ZooKeeper (the Curator /
 // Spring Cloud Zookeeper layout, <root>/<name>/<id>; the Dubbo 2 interface-level layout,
-// <root>/<interface>/providers/<provider URL>; or the Dubbo 3 application-level layout,
-// <root>/<application>/<ip:port>) to istiod as ServiceEntries.
+// <root>/<interface>/providers/<provider URL>; the Dubbo 3 application-level layout,
+// <root>/<application>/<ip:port>; or several of them side by side, --zk-layout) to istiod as
+// ServiceEntries. See docs/adapters/zookeeper.md.
 package main
 
 import (

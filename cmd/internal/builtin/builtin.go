@@ -122,7 +122,7 @@ func ZooKeeper() daemon.Spec {
 	return daemon.Spec{
 		Name:     "galleon-zookeeper",
 		Registry: "zookeeper",
-		Summary:  "serves the services registered in ZooKeeper (Curator / Spring Cloud Zookeeper, Dubbo 2 or Dubbo 3 layout) to istiod",
+		Summary:  "serves the services registered in ZooKeeper (Curator / Spring Cloud Zookeeper, Dubbo 2 and Dubbo 3 layouts, one or several side by side) to istiod",
 		Flags:    zookeeperFlags,
 	}
 }
