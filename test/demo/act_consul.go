@@ -54,6 +54,7 @@ func (d *demo) consulAct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.consul = agent
 	if err := d.registerConsul(ctx, agent); err != nil {
 		return err
 	}
@@ -172,7 +173,7 @@ func (d *demo) consulStory(ctx context.Context, agent *consultest.Agent, g *daem
 	if err := d.showYAML(ctx, g, "web", "consul/web"); err != nil {
 		return err
 	}
-	d.note("    One ServiceEntry per Consul service (the agent registers itself as \"consul\"), host")
+	d.note("    One ServiceEntry per Consul service (not the agent's own \"consul\" service), host")
 	d.note("    <service>.service.consul; meta protocol gives the port's protocol; tags key=value and meta")
 	d.note("    become endpoint labels. Only instances whose checks all pass are endpoints.")
 

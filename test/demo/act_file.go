@@ -42,6 +42,7 @@ func (d *demo) fileAct(ctx context.Context) error {
 		return err
 	}
 	d.say("    registry: %s (%s)", regDir, strings.Join(files, " "))
+	d.fileDir = regDir
 	g, err := d.startDaemon(ctx, "galleon-file", "--file-dir", regDir)
 	if err != nil {
 		return err

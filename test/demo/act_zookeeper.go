@@ -54,6 +54,7 @@ func (d *demo) zookeeperAct(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.zkAddr = server.Addr()
 	conn, err := d.dialZooKeeper(server.Addr())
 	if err != nil {
 		return err

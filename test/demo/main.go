@@ -1,6 +1,6 @@
 // Command demo is Galleon's demo: galleon-file, then galleon-consul, then galleon-zookeeper, then
-// galleon-eureka, then galleon-nacos feed a real istiod 1.29.2, and every registry change shows up
-// in istiod.
+// galleon-eureka, then galleon-nacos, then galleon-fleet feed a real istiod 1.29.2, and every
+// registry change shows up in istiod.
 //
 //	cd test && go run ./demo          (or: make demo)
 //	DEMO_KEEP=1 go run ./demo         leave every server, adapter and istiod running afterwards
@@ -8,7 +8,7 @@
 // It builds galleon-file, galleon-consul, galleon-zookeeper, galleon-eureka, galleon-nacos and
 // galleonctl, and gets istiod, Consul 1.22.6, ZooKeeper and polaris-server 1.18.1 (a Eureka API
 // and a Nacos API server) from the test harnesses (test/istiod, consultest, zktest, eurekatest,
-// nacostest), which build or install them when they are missing. Five acts:
+// nacostest), which build or install them when they are missing. Six acts:
 //
 //   - file: what Galleon serves (galleonctl), what istiod holds (/debug/configz), an instance that
 //     moves (an EDS-only update: no full push), a new port (one full push), a removed service;
@@ -20,7 +20,10 @@
 //     would copy it), an instance taken OUT_OF_SERVICE (EDS-only), then A crashes (SIGKILL) and
 //     an instance registered in B alone reaches istiod through B (EDS-only);
 //   - Nacos: polaris-server's Nacos API, services registered through Nacos's official Go client
-//     (gRPC), an instance disabled (EDS-only), a service in a new group, a removed service.
+//     (gRPC), an instance disabled (EDS-only), a service in a new group, a removed service;
+//   - galleon-fleet: the file directory and the Consul agent in one process and one istiod
+//     configSource, a host both have merged, then Consul preferred by a live edit of the registry
+//     list, then ZooKeeper added to it live.
 //
 // Every step is checked: the demo exits non-zero, with one line saying what did not happen and
 // the tail of every log, if anything does not happen as told. Processes are stopped on exit,
@@ -38,6 +41,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/internal/testing/serverproc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 )
@@ -54,6 +58,10 @@ type demo struct {
 	ist       *istiod.Istiod
 	istMember *member
 	daemons   map[string]*daemon // the galleon binaries running, by name
+	// The registries of the acts, for galleon-fleet's act: the file directory, the Consul
+	// agent, ZooKeeper's address.
+	fileDir, zkAddr string
+	consul          *consultest.Agent
 
 	// what DEMO_KEEP=1 prints on how to use what runs
 	hints []string
@@ -130,8 +138,9 @@ registered in two Eureka API servers (polaris-server 1.18.1): an instance is tak
 service, then the server galleon-eureka reads crashes and the other one takes over. Last,
 Galleon's Nacos adapter (galleon-nacos) serves services registered through Nacos's official Go
 client in a Nacos API server (polaris-server's): an instance is disabled, a service appears in
-a new group, another is removed.`, istiod.Version)
-	for _, act := range []func(context.Context) error{d.fileAct, d.consulAct, d.zookeeperAct, d.eurekaAct, d.nacosAct} {
+a new group, another is removed. Then galleon-fleet serves the file directory and the Consul
+catalog from one process, a host both have merged, and ZooKeeper joins its registry list live.`, istiod.Version)
+	for _, act := range []func(context.Context) error{d.fileAct, d.consulAct, d.zookeeperAct, d.eurekaAct, d.nacosAct, d.fleetAct} {
 		if err := act(ctx); err != nil {
 			return err
 		}
