@@ -290,6 +290,12 @@ func TestFleetMigration(t *testing.T) {
 	if s := f.served(t); s["billing.mesh"] == nil {
 		t.Fatalf("old's billing.mesh gone before the removal delay")
 	}
+	for !f.metric(t, `galleon_fleet_registries{state="removing"} 1`) {
+		if time.Since(removedAt) > 900*time.Millisecond {
+			t.Fatalf("during old's removal delay galleon_fleet_registries{state=\"removing\"} is not 1")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	f.await(t, "old's billing.mesh gone after the removal delay", func(s map[string]*networking.ServiceEntry) bool {
 		return s["billing.mesh"] == nil && s["orders.mesh"] != nil && s["stock.mesh"] != nil
 	})
@@ -298,6 +304,13 @@ func TestFleetMigration(t *testing.T) {
 	}
 	if st := f.status(t); len(st.Registries) != 2 || len(st.Collisions) != 0 {
 		t.Errorf("after old left: registries %+v, collisions %+v; want current and third, none", st.Registries, st.Collisions)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for !f.metric(t, `galleon_fleet_registries{state="running"} 2`) || !f.metric(t, `galleon_fleet_registries{state="removing"} 0`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after old left galleon_fleet_registries is not running 2, removing 0")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -350,6 +363,12 @@ func TestFleetBadListAtStart(t *testing.T) {
 		if code != 2 || !strings.Contains(out.String(), tc.want) {
 			t.Errorf("%s: exit %d, output %q; want 2 and %q", tc.list, code, out.String(), tc.want)
 		}
+	}
+	huge := filepath.Join(dir, "huge.yaml")
+	writeFile(t, huge, "registries: []\n# "+strings.Repeat("x", 1<<20)+"\n")
+	var big bytes.Buffer
+	if code := daemon.RunFleet(context.Background(), spec(), []string{"--registries", huge, "--check"}, &big); code != 2 || !strings.Contains(big.String(), "is larger than 1048576 bytes") {
+		t.Errorf("a list over 1 MiB: exit %d, output %q", code, big.String())
 	}
 	var out bytes.Buffer
 	if code := daemon.RunFleet(context.Background(), spec(), nil, &out); code != 2 || !strings.Contains(out.String(), "--registries: required") {

@@ -148,6 +148,7 @@ type fleetRunner struct {
 	metrics *prometheus.Registry
 	reloads *prometheus.CounterVec
 	refused prometheus.Gauge
+	states  *prometheus.GaugeVec
 
 	core   *core
 	apply  *pipeline.Pipeline
@@ -179,7 +180,14 @@ func newFleetRunner(spec FleetSpec, o *options, fo *fleetOptions, log *slog.Logg
 	})
 	r.reloads.WithLabelValues("applied")
 	r.reloads.WithLabelValues("refused")
-	metrics.MustRegister(r.reloads, r.refused)
+	r.states = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "galleon_fleet_registries",
+		Help: "Registries the fleet runs, by state: running (listed, its watch running), failed (its adapter stopped on an error it cannot recover from; it runs again once its entry changes; /debug/status says why), removing (no longer listed, its services served until --registry-removal-delay has passed). Updated every --registries-check-interval.",
+	}, []string{"state"})
+	for _, st := range []string{"running", "failed", "removing"} {
+		r.states.WithLabelValues(st)
+	}
+	metrics.MustRegister(r.reloads, r.refused, r.states)
 	return r
 }
 
@@ -194,7 +202,7 @@ func (r *fleetRunner) kindNames() []string {
 
 // readList reads, parses and builds the list file.
 func (r *fleetRunner) readList() (fleet.List, []built, []byte, error) {
-	raw, err := os.ReadFile(r.fo.registries)
+	raw, err := readListFile(r.fo.registries)
 	if err != nil {
 		return fleet.List{}, nil, raw, err
 	}
@@ -210,6 +218,28 @@ func (r *fleetRunner) readList() (fleet.List, []built, []byte, error) {
 // coalesced its reports already (--debounce-quiet), so this only gathers what one intake flush
 // makes the Merger report.
 const applyQuiet = 2 * time.Millisecond
+
+// maxListBytes bounds the registry list file: 64 registries with their settings, filters and
+// host rules take a few tens of KiB; a file larger than this is a mistake, refused rather than
+// read into memory.
+const maxListBytes = 1 << 20
+
+// readListFile reads the registry list file, refusing one over maxListBytes.
+func readListFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxListBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxListBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes: a registry list is a few KiB (64 registries at most); is it the right file?", path, maxListBytes)
+	}
+	return raw, nil
+}
 
 // run serves the list's registries until ctx is cancelled.
 func (r *fleetRunner) run(ctx context.Context, list fleet.List, builds []built, raw []byte, listenerTLS *servertls.Server) error {
@@ -241,6 +271,7 @@ func (r *fleetRunner) keep(ctx context.Context, builds []built) error {
 	for _, b := range builds {
 		r.start(ctx, b)
 	}
+	r.countStates()
 	defer r.stopAll()
 	syncWait := time.NewTimer(r.fo.syncWait)
 	defer syncWait.Stop()
@@ -258,6 +289,7 @@ func (r *fleetRunner) keep(ctx context.Context, builds []built) error {
 		case <-tick.C:
 			r.reload(ctx)
 			r.removeDue()
+			r.countStates()
 		}
 	}
 }
@@ -299,7 +331,7 @@ func (r *fleetRunner) stopAll() {
 // reload reads the list file and, when its content changed and is a good list, makes the
 // running registries what it says; a bad edit keeps the running list.
 func (r *fleetRunner) reload(ctx context.Context) {
-	raw, err := os.ReadFile(r.fo.registries)
+	raw, err := readListFile(r.fo.registries)
 	hash := sha256.Sum256(raw)
 	r.mu.Lock()
 	same := err == nil && hash == r.listHash
@@ -464,6 +496,28 @@ func (r *fleetRunner) removeDue() {
 	for _, m := range due {
 		m.stop()
 		r.log.Info("removed registry's services taken out of what is served", "registry", m.name)
+	}
+}
+
+// countStates sets galleon_fleet_registries.
+func (r *fleetRunner) countStates() {
+	counts := map[string]int{}
+	r.mu.Lock()
+	for _, m := range r.members {
+		m.mu.Lock()
+		switch {
+		case !m.removeAt.IsZero():
+			counts["removing"]++
+		case m.failed != nil:
+			counts["failed"]++
+		default:
+			counts["running"]++
+		}
+		m.mu.Unlock()
+	}
+	r.mu.Unlock()
+	for _, st := range []string{"running", "failed", "removing"} {
+		r.states.WithLabelValues(st).Set(float64(counts[st]))
 	}
 }
 
