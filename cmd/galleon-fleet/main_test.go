@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -463,4 +464,82 @@ func TestFleetRemovedRegistryKeepsItsHostsUntilItGoes(t *testing.T) {
 	if waited := time.Since(edited); waited < 2*time.Second {
 		t.Errorf("orders.mesh switched to b %v after the edit, before a's 2s removal delay", waited)
 	}
+}
+
+// TestFleetReplicasServeTheSame: two replicas of a fleet with one list serve byte-identical
+// snapshots, collisions and all (merged, unplanned, a further host, a name two registries
+// share), whatever order their registries answered in, so that istiod switching replicas
+// pushes nothing.
+func TestFleetReplicasServeTheSame(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	furtherHost := "- name: pay\n  namespace: shop\n  hosts: [pay.mesh, orders.dc1.mesh]\n  ports: [{number: 80, protocol: HTTP}]\n  instances: [{id: p1, address: 10.0.9.1}]\n"
+	writeFile(t, filepath.Join(dir, "a", "s.yaml"), "services:\n"+service("orders", "shop", "orders.mesh", 80, "10.0.0.1")+
+		service("billing", "shop", "billing.mesh", 80, "10.0.0.3")+furtherHost)
+	writeFile(t, filepath.Join(dir, "b", "s.yaml"), "services:\n"+service("orders", "legacy", "orders.mesh", 80, "10.0.1.1", "10.0.1.2")+
+		service("billing", "legacy", "billing.mesh", 80, "10.0.1.3")+service("dc1", "legacy", "orders.dc1.mesh", 80, "10.0.1.9"))
+	writeFile(t, filepath.Join(dir, "c", "s.yaml"), "services:\n"+service("orders", "shop", "orders.other.mesh", 80, "10.0.2.1"))
+	var list strings.Builder
+	list.WriteString("registries:\n")
+	for _, n := range []string{"a", "b", "c"} {
+		fmt.Fprintf(&list, "- {name: %s, kind: file, settings: {file-dir: %s}}\n", n, filepath.Join(dir, n))
+	}
+	list.WriteString("hosts:\n- {host: orders.mesh, merge: true}\n")
+	path := filepath.Join(dir, "registries.yaml")
+	writeFile(t, path, list.String())
+	one, two := startFleet(t, path), startFleet(t, path)
+	want := func(s map[string]*networking.ServiceEntry) bool {
+		return len(endpoints(s["orders.mesh"])) == 3 && s["orders.other.mesh"] != nil && s["orders.dc1.mesh"] != nil
+	}
+	one.await(t, "replica one serving", want)
+	two.await(t, "replica two serving", want)
+	a, b := one.raw(t), two.raw(t)
+	if a.version != b.version || len(a.resources) != len(b.resources) {
+		t.Fatalf("replicas serve version %s (%d resources) and %s (%d)", a.version, len(a.resources), b.version, len(b.resources))
+	}
+	for name, body := range a.resources {
+		if !bytes.Equal(body, b.resources[name]) {
+			t.Errorf("resource %s differs between the replicas", name)
+		}
+	}
+	// orders.mesh merged under a's name; billing.mesh a's (unplanned); pay.mesh without
+	// orders.dc1.mesh, which is b's dc1's first host; c's orders at another host, named
+	// orders-c since a's orders has the name.
+	if got, want := slices.Sorted(maps.Keys(a.resources)), []string{"legacy/dc1", "shop/billing", "shop/orders", "shop/orders-c", "shop/pay"}; !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v", got, want)
+	}
+}
+
+// rawState is one SotW response's version and resource bytes by name.
+type rawState struct {
+	version   string
+	resources map[string][]byte
+}
+
+func (f *fleet) raw(t *testing.T) rawState {
+	t.Helper()
+	conn, err := grpc.NewClient(f.listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("fleet-raw"), []string{seTypeURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := rawState{version: resp.VersionInfo, resources: map[string][]byte{}}
+	for _, r := range resp.Resources {
+		out.resources[r.Key()] = r.Body.GetValue()
+	}
+	return out
 }

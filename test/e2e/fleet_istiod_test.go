@@ -601,5 +601,39 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 	if refused, ok := metricSum(fams, "galleon_fleet_list_refused", nil); !ok || refused != 0 {
 		t.Errorf("galleon_fleet_list_refused is %v (exported: %v) after a good edit, want 0", refused, ok)
 	}
+
+	// 6. An import filter on the consul entry, edited live: web is left out (counted, not
+	// rejected), it leaves istiod and the sidecar's view, and the rest stays as it was.
+	servedBefore = servedVersions(t, ctx, g.Addr)
+	filtered := strings.TrimSuffix(consulEntry, "}\n") + ", filters: {exclude-services: [web]}}\n"
+	write("registries:\n", filtered, dubboEntry, rules("prefer: [consul]"))
+	waitForServiceEntries(t, ctx, ist, "consul's web filtered out", both(
+		holds("consul/orders", "10.20.0.1"), holds("consul/billing", "10.20.2.1"), holds(greetingKey, "10.40.0.1", "10.40.0.2"),
+		lacks("consul/web"), oneByHost))
+	checkRoutes("consul's web filtered out", ordersRoute("10.20.0.1"), billingRoute("10.20.2.1"), greetingRoute)
+	// istiod's config store drops the ServiceEntry before its next push rebuilds what a sidecar
+	// is sent: wait for a view without web.
+	wctx3, wcancel3 := context.WithTimeout(ctx, 15*time.Second)
+	defer wcancel3()
+	var lastRouted string
+	if err := g.WaitFor(wctx3, func() (bool, error) {
+		v, err := sidecar.Fetch(wctx3, ist.GRPCAddr, sidecarPod())
+		if err != nil {
+			return false, err
+		}
+		lastRouted = notRouted(v, fleetWebHost, fleetPort)
+		return lastRouted == "", nil
+	}); err != nil {
+		t.Errorf("consul's web filtered out: a sidecar still reaches it: %s (%v)", lastRouted, err)
+	}
+	if c := sameVersions(servedBefore, servedVersions(t, ctx, g.Addr), []string{"consul/orders", "consul/billing", "consul/legacy", greetingKey}); c != "" {
+		t.Errorf("filtering consul's web out changed what the fleet serves of other services: %s", c)
+	}
+	if fams, _, err = scrapeMetrics(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := metricSum(fams, "galleon_registry_filtered_services", map[string]string{"registry": "consul"}); !ok || n != 1 {
+		t.Errorf("galleon_registry_filtered_services{registry=\"consul\"} is %v (exported: %v), want 1 (web)", n, ok)
+	}
 	t.Logf("done %v after the start", time.Since(started).Round(time.Millisecond))
 }
