@@ -151,9 +151,9 @@ func NewMerger(out Output, cfg MergerConfig) *Merger {
 
 // Forward returns the function an intake pipeline of registry calls with
 // its changes (pipeline.Config.Forward).
-func (m *Merger) Forward(registry string) func(changes map[model.ServiceKey]*model.Service, synced bool) {
-	return func(changes map[model.ServiceKey]*model.Service, synced bool) {
-		m.Apply(registry, changes, synced)
+func (m *Merger) Forward(registry string) func(changes map[model.ServiceKey]*model.Service, synced bool, reported time.Time) {
+	return func(changes map[model.ServiceKey]*model.Service, synced bool, reported time.Time) {
+		m.ApplyReported(registry, changes, synced, reported)
 	}
 }
 
@@ -162,8 +162,22 @@ func (m *Merger) Forward(registry string) func(changes map[model.ServiceKey]*mod
 // once. A registry the Merger does not know (removed from the list) is
 // ignored.
 func (m *Merger) Apply(registry string, changes map[model.ServiceKey]*model.Service, synced bool) {
+	m.ApplyReported(registry, changes, synced, time.Time{})
+}
+
+// backdater is an Output that measures from when a change was first
+// reported (pipeline.Pipeline.Backdate).
+type backdater interface{ Backdate(t time.Time) }
+
+// ApplyReported is Apply for changes the registry first reported at
+// reported: an Output that measures change -> every sink ACKed measures
+// what it is told from then (a backdater).
+func (m *Merger) ApplyReported(registry string, changes map[model.ServiceKey]*model.Service, synced bool, reported time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if b, ok := m.out.(backdater); ok && m.started {
+		defer b.Backdate(reported)
+	}
 	l := m.lanes[registry]
 	if l == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -376,5 +377,30 @@ func TestMergerFurtherHosts(t *testing.T) {
 	}
 	if got := out.services[pay.Key()].Hosts; !slices.Equal(got, []string{"pay.mesh", "orders.dc1.mesh"}) {
 		t.Fatalf("file's pay serves %v, want both its hosts", got)
+	}
+}
+
+// timed is an Output that also records Backdate.
+type timed struct {
+	served
+	backdated []time.Time
+}
+
+func (o *timed) Backdate(t time.Time) { o.backdated = append(o.backdated, t) }
+
+// TestMergerBackdatesWhatItReports: a change an intake hands on with the time its registry
+// reported it is backdated to that time in the Output, once the merged state is served.
+func TestMergerBackdatesWhatItReports(t *testing.T) {
+	out := &timed{}
+	m := NewMerger(out, MergerConfig{Registries: []string{"a"}})
+	at := time.Now().Add(-time.Second)
+	m.Forward("a")(changes(svc("ns", "x", "x.mesh", 80, "10.0.0.1")), true, at)
+	if len(out.backdated) != 0 {
+		t.Fatalf("the first listing (a Replace) was backdated: %v", out.backdated)
+	}
+	later := time.Now().Add(-500 * time.Millisecond)
+	m.Forward("a")(changes(svc("ns", "x", "x.mesh", 80, "10.0.0.2")), true, later)
+	if len(out.backdated) != 1 || !out.backdated[0].Equal(later) {
+		t.Fatalf("backdated %v, want [%v]", out.backdated, later)
 	}
 }

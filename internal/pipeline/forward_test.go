@@ -18,7 +18,7 @@ type forwarded struct {
 	services map[model.ServiceKey]*model.Service
 }
 
-func (f *forwarded) forward(changes map[model.ServiceKey]*model.Service, synced bool) {
+func (f *forwarded) forward(changes map[model.ServiceKey]*model.Service, synced bool, _ time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.batches = append(f.batches, changes)
@@ -86,5 +86,33 @@ func TestForwardHandsOnChangesOnly(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("galleon_registry_last_sync_timestamp_seconds not labelled registry=consul once")
+	}
+}
+
+// TestBackdate: the fleet's serving pipeline measures change -> every sink ACKed from when the
+// registry first reported the change (its intake's oldest report), not from when the Merger
+// handed it on.
+func TestBackdate(t *testing.T) {
+	type applied struct {
+		seq      uint64
+		reported time.Time
+	}
+	got := make(chan applied, 4)
+	p, store := run(t, Config{Applied: func(seq uint64, reported time.Time) { got <- applied{seq, reported} }})
+	p.Replace(services(2))
+	waitSeq(t, store, 0)
+	<-got
+	first := time.Now().Add(-700 * time.Millisecond)
+	p.Update(service("s0", "10.9.9.9"))
+	p.Backdate(first)
+	p.Backdate(time.Time{})               // zero: nothing
+	p.Backdate(time.Now().Add(time.Hour)) // later than the reports: nothing
+	select {
+	case a := <-got:
+		if !a.reported.Equal(first) {
+			t.Fatalf("Applied measured from %v, want the backdated %v", a.reported, first)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no snapshot applied")
 	}
 }

@@ -72,9 +72,11 @@ type Config struct {
 	// several (the fleet): each flush hands the changes of its services,
 	// after the emptiness rule, to Forward instead of converting them
 	// (nil: removed), with synced true from the registry's first full
-	// listing on. The store is never written; what Forward is handed
-	// belongs to it. Called from the Run goroutine only.
-	Forward func(changes map[model.ServiceKey]*model.Service, synced bool)
+	// listing on, and reported, when the oldest report of the flush came
+	// in (what change -> every sink ACKed is measured from: Backdate). The
+	// store is never written; what Forward is handed belongs to it. Called
+	// from the Run goroutine only.
+	Forward func(changes map[model.ServiceKey]*model.Service, synced bool, reported time.Time)
 	// LabelledRegisterer says that Registerer adds the registry label to
 	// every metric itself (the fleet wraps one per registry), so the
 	// pipeline adds none of its own.
@@ -393,6 +395,19 @@ func (p *Pipeline) DegradedParts() map[string]string {
 	return maps.Clone(p.degraded)
 }
 
+// Backdate says that the reports since the last flush stand for registry
+// changes first reported at t, earlier than they reached this pipeline
+// (the fleet's serving pipeline, fed by intakes that coalesced them
+// first): change -> every sink ACKed (Config.Applied) is measured from t.
+// A zero t, or one later than the reports, changes nothing.
+func (p *Pipeline) Backdate(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !t.IsZero() && !p.firstReport.IsZero() && t.Before(p.firstReport) {
+		p.firstReport = t
+	}
+}
+
 // reported notes a report; p.mu is held.
 func (p *Pipeline) reported() {
 	now := time.Now()
@@ -489,7 +504,7 @@ func (p *Pipeline) flush() {
 
 	p.holdRemovals(work)
 	if p.cfg.Forward != nil {
-		p.forward(work, replaced)
+		p.forward(work, replaced, reported)
 		return
 	}
 	if p.cfg.VIPs != nil {
@@ -546,7 +561,7 @@ func (p *Pipeline) flush() {
 
 // forward hands one flush's changes to Config.Forward, leaving out the
 // services reported again unchanged, and keeps what was handed on as served.
-func (p *Pipeline) forward(work map[model.ServiceKey]*model.Service, replaced bool) {
+func (p *Pipeline) forward(work map[model.ServiceKey]*model.Service, replaced bool, reported time.Time) {
 	for key, svc := range work {
 		old := p.served[key]
 		switch {
@@ -566,7 +581,7 @@ func (p *Pipeline) forward(work map[model.ServiceKey]*model.Service, replaced bo
 		p.log.Info("registry synced", "services", len(p.served))
 	}
 	if len(work) > 0 || first {
-		p.cfg.Forward(work, p.synced)
+		p.cfg.Forward(work, p.synced, reported)
 	}
 	p.metrics.services.Set(float64(len(p.served)))
 	p.statusMu.Lock()
