@@ -259,9 +259,6 @@ func (m *Merger) SetRegistries(names []string) {
 	for i, name := range names {
 		if at, known := m.order[name]; known && at != i {
 			reordered = true
-			for host := range m.groups {
-				dirty[host] = true
-			}
 		}
 		m.order[name] = i
 		if m.lanes[name] == nil {
@@ -277,6 +274,7 @@ func (m *Merger) SetRegistries(names []string) {
 	if reordered {
 		for host, members := range m.groups {
 			m.groups[host] = m.sorted(members)
+			dirty[host] = true
 		}
 		m.reclaim()
 	}
