@@ -81,9 +81,8 @@ func startFleet(t *testing.T, list string, extra ...string) *fleet {
 	return f
 }
 
-// served returns the ServiceEntries the fleet serves over xDS, by host, failing the test when a
-// host is served twice.
-func (f *fleet) served(t *testing.T) map[string]*networking.ServiceEntry {
+// sotw is the fleet's first SotW response of ServiceEntries to a new stream: what it serves.
+func (f *fleet) sotw(t *testing.T) *xdsclient.Response {
 	t.Helper()
 	conn, err := grpc.NewClient(f.listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -100,6 +99,14 @@ func (f *fleet) served(t *testing.T) map[string]*networking.ServiceEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp
+}
+
+// served returns the ServiceEntries the fleet serves over xDS, by host, failing the test when a
+// host is served twice.
+func (f *fleet) served(t *testing.T) map[string]*networking.ServiceEntry {
+	t.Helper()
+	resp := f.sotw(t)
 	out := map[string]*networking.ServiceEntry{}
 	for _, r := range resp.Resources {
 		spec, err := r.Spec()
@@ -522,21 +529,7 @@ type rawState struct {
 
 func (f *fleet) raw(t *testing.T) rawState {
 	t.Helper()
-	conn, err := grpc.NewClient(f.listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("fleet-raw"), []string{seTypeURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := st.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := f.sotw(t)
 	out := rawState{version: resp.VersionInfo, resources: map[string][]byte{}}
 	for _, r := range resp.Resources {
 		out.resources[r.Key()] = r.Body.GetValue()
