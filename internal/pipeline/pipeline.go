@@ -770,7 +770,7 @@ func originOf(registry string, annotations map[string]string, resources []conver
 	o := &snapshot.Origin{Registry: registry}
 	for _, r := range resources {
 		if spec, ok := r.Spec.(*networking.ServiceEntry); ok {
-			o.Namespace, o.Hosts, o.Labels = r.Namespace, spec.Hosts, r.Labels
+			o.Service, o.Namespace, o.Hosts, o.Labels = r.FullName(), r.Namespace, spec.Hosts, r.Labels
 			break
 		}
 	}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"net/netip"
 	"sync"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/galleon-mesh/galleon/internal/snapshot"
@@ -102,6 +105,24 @@ func Peek[Req any](recv func() (Req, error)) (first Req, again func() (Req, erro
 		}
 		return recv()
 	}
+}
+
+// LocalPort is the port of this process a gRPC stream arrived on, 0 when
+// gRPC does not say (a stream this process dialed): routers tell shard
+// listeners apart by it.
+func LocalPort(ctx context.Context) int {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.LocalAddr == nil {
+		return 0
+	}
+	if tcp, ok := p.LocalAddr.(*net.TCPAddr); ok {
+		return tcp.Port
+	}
+	ap, err := netip.ParseAddrPort(p.LocalAddr.String()) // a wrapped connection's address
+	if err != nil {
+		return 0
+	}
+	return int(ap.Port())
 }
 
 // errDraining is the cause a Drainer cancels stream contexts with.

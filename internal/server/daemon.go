@@ -38,6 +38,7 @@ import (
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/serve/mcp"
+	"github.com/galleon-mesh/galleon/internal/serve/shard"
 	"github.com/galleon-mesh/galleon/internal/serve/subset"
 	"github.com/galleon-mesh/galleon/internal/serve/xds"
 	"github.com/galleon-mesh/galleon/internal/server/rungroup"
@@ -100,6 +101,7 @@ type options struct {
 	sendTimeout      time.Duration
 	subsets          string
 	rules            subset.Rules // read from the subsets file at start
+	shardListen      []string     // one address per shard (internal/serve/shard)
 
 	// What gRPC clients may hold in total (serve.Budget).
 	maxStreams              int
@@ -157,6 +159,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.BoolVar(&o.noEndpointsLabel, "no-endpoints-label", true, "label a STATIC ServiceEntry that has no endpoint galleon.io/endpoints=none, so that istiod 1.29 and older drop its last endpoint (one full push when a service loses its last endpoint, one when it gets one back); false when every istiod reading this source is 1.30 or later, which clear it themselves (docs/istiod-releases.md)")
+	fs.StringSliceVar(&o.shardListen, "shard-listen", nil, "serve the registry as shards as well, one gRPC address per shard (e.g. :16020,:16021,:16022,:16023): each serves a stable part of the ServiceEntries, by host, so that a change re-sends one shard to istiod, not the whole registry; list every shard address in istiod's configSources and not --listen (docs/configuration.md#shards)")
 	fs.BoolVar(&o.vipAllocate, "vip-allocate", true, "give every served host that has no address from the registry one from --vip-ranges, the same in every replica and across restarts, so that its TCP ports get a listener of their own in each sidecar and DNS capture answers it (docs/vips.md); false: serve only the registry's addresses")
 	fs.StringSliceVar(&o.vipRanges, "vip-ranges", vip.DefaultRanges, "CIDR blocks allocated addresses come from: one IPv4 and, for dual-stack meshes, one IPv6; must not overlap any real network of the mesh")
 	fs.StringSliceVar(&o.vipExclude, "vip-exclude", vip.DefaultExclude, "CIDR blocks never allocated: istiod's own auto-allocation prefixes (PILOT_IP_AUTOALLOCATE_IPV4_PREFIX, _IPV6_PREFIX) by default; change it with them")
@@ -200,6 +203,7 @@ func (o *options) check() error {
 		}
 		o.rules = rules
 	}
+	errs = append(errs, o.checkShards())
 	if o.sendTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--send-timeout %v: want a positive duration, e.g. 1m", o.sendTimeout))
 	}
@@ -300,6 +304,34 @@ func (o *options) checkCallout() error {
 	}
 	o.calloutTLS = cfg
 	return nil
+}
+
+// checkShards checks the shard listeners' addresses: valid, distinct, at
+// most shard.Max, and not beside config subsets (a shard serves part of
+// every sink's services, which no subset rule would say).
+func (o *options) checkShards() error {
+	if len(o.shardListen) == 0 {
+		return nil
+	}
+	if len(o.shardListen) > shard.Max {
+		return fmt.Errorf("--shard-listen: %d addresses; give at most %d shards", len(o.shardListen), shard.Max)
+	}
+	if o.subsets != "" {
+		return fmt.Errorf("--shard-listen and --subsets do not go together: a shard serves part of every service, whatever subset its sink is in; use one or the other")
+	}
+	seen := map[string]bool{}
+	var errs []error
+	for _, a := range o.shardListen {
+		if err := checkAddress("shard-listen", a); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if seen[a] || a == o.listen {
+			errs = append(errs, fmt.Errorf("--shard-listen %s: given twice (or it is --listen); each shard needs an address of its own", a))
+		}
+		seen[a] = true
+	}
+	return errors.Join(errs...)
 }
 
 // checkListenerTLS checks that the listener's TLS flags go together; NewServer reads the files.
@@ -457,8 +489,8 @@ func runServers(ctx context.Context, spec Spec, o *options, reg registry.Registr
 	cfg := o.pipelineConfig(c, log, metrics)
 	cfg.Registry = spec.Registry
 	pipe := pipeline.New(c.store, cfg)
-	return c.serve(ctx, o, listenerTLS, log, metrics, func(subsets *subset.Router) http.Handler {
-		return httpHandler(spec, pipe, c.store, subsets, metrics, o.debugPprof)
+	return c.serve(ctx, o, listenerTLS, log, metrics, func(served servedViews) http.Handler {
+		return httpHandler(spec, pipe, c.store, served, metrics, o.debugPprof)
 	}, func(parts *rungroup.Group, ctx context.Context) {
 		parts.Go("registry", func() error { return reg.Run(ctx, pipe) })
 		parts.Go("pipeline", func() error { return pipe.Run(ctx) })
@@ -513,9 +545,12 @@ func (o *options) pipelineConfig(c *core, log *slog.Logger, metrics prometheus.R
 
 // serve runs the gRPC and HTTP servers on c.store, and the parts run
 // adds, until ctx is cancelled or a part fails. handler builds the HTTP
-// handler once the config subsets are known.
+// handler once the config subsets and shards are known. One gRPC server
+// serves --listen and every shard listener: the router tells a shard's
+// streams apart by the port they arrived on, and the servers, their
+// metrics and the client budget stay one.
 func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Server, log *slog.Logger, metrics prometheus.Registerer,
-	handler func(subsets *subset.Router) http.Handler, run func(parts *rungroup.Group, ctx context.Context)) error {
+	handler func(served servedViews) http.Handler, run func(parts *rungroup.Group, ctx context.Context)) error {
 	store := c.store
 	grpcLis, err := net.Listen("tcp", o.listen)
 	if err != nil {
@@ -526,16 +561,35 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 		grpcLis.Close()
 		return fmt.Errorf("--http: %w", err)
 	}
-	var subsets *subset.Router // for /debug/status; nil without --subsets
+	served := servedViews{} // for /debug/status
 	routes := snapshot.Everyone(store)
 	if len(o.rules.Subsets) > 0 {
-		if subsets, err = subset.NewRouter(store, o.rules); err != nil {
+		if served.subsets, err = subset.NewRouter(store, o.rules); err != nil {
 			grpcLis.Close()
 			httpLis.Close()
 			return fmt.Errorf("--subsets: %w", err)
 		}
-		routes = subsets
+		routes = served.subsets
 		log.Info("config subsets", "file", o.subsets, "subsets", len(o.rules.Subsets))
+	}
+	shardLis, err := listenShards(o.shardListen)
+	if err != nil {
+		grpcLis.Close()
+		httpLis.Close()
+		return err
+	}
+	if len(shardLis) > 0 {
+		ports := make([]int, len(shardLis))
+		for i, l := range shardLis {
+			ports[i] = l.Addr().(*net.TCPAddr).Port
+			served.shardAddrs = append(served.shardAddrs, l.Addr().String())
+		}
+		if served.shards, err = shard.NewRouter(store, ports, routes); err != nil {
+			closeAll(append(shardLis, grpcLis, httpLis))
+			return fmt.Errorf("--shard-listen: %w", err)
+		}
+		routes = served.shards
+		log.Info("shards", "listen", served.shardAddrs)
 	}
 	// What clients hold in total, xDS and legacy MCP together: streams
 	// and names (the servers), connections (the listener), and streams per
@@ -546,6 +600,9 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 		Names: o.maxNames, NameBytes: o.maxNameBytes,
 	}, metrics, log, append(xds.Protocols(), mcp.Protocol))
 	grpcLis = budget.Listener(grpcLis)
+	for i := range shardLis {
+		shardLis[i] = budget.Listener(shardLis[i])
+	}
 	grpcOpts := xds.GRPCServerOptions()
 	if o.maxStreamsPerClient > 0 {
 		grpcOpts = append(grpcOpts, grpc.MaxConcurrentStreams(uint32(o.maxStreamsPerClient)))
@@ -562,7 +619,7 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 	healthSrv.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(g, healthSrv)
 	reflection.Register(g)
-	httpSrv := &http.Server{Handler: handler(subsets), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: handler(served), ReadHeaderTimeout: 10 * time.Second}
 
 	log.Info("serving", "listen", grpcLis.Addr().String(), "tls", listenerTLS != nil, "mtls", o.tlsClientCA != "", "http", httpLis.Addr().String(),
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(c.vips),
@@ -571,6 +628,9 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 	parts, ctx := rungroup.WithContext(ctx)
 	run(parts, ctx)
 	parts.Go("grpc", func() error { return g.Serve(grpcLis) })
+	for i, l := range shardLis {
+		parts.Go(shard.Name(i), func() error { return g.Serve(l) })
+	}
 	parts.Go("http", func() error {
 		if err := httpSrv.Serve(httpLis); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -604,6 +664,34 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 	defer done()
 	_ = httpSrv.Shutdown(shutdownCtx)
 	return parts.Wait() // nil when every part stopped cleanly
+}
+
+// servedViews are the parts of the store served on their own, for
+// /debug/status: config subsets and shards (nil when not configured).
+type servedViews struct {
+	subsets    *subset.Router
+	shards     *shard.Router
+	shardAddrs []string // shard i's listener address
+}
+
+// listenShards opens one listener per --shard-listen address, in order.
+func listenShards(addrs []string) ([]net.Listener, error) {
+	var out []net.Listener
+	for i, a := range addrs {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("--shard-listen (shard %d): %w", i, err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func closeAll(ls []net.Listener) {
+	for _, l := range ls {
+		l.Close()
+	}
 }
 
 // followReadiness sets the gRPC health status to SERVING once the first
@@ -649,6 +737,14 @@ type statusReport struct {
 	Filtered *filteredReport `json:"filtered,omitempty"`
 	// Subsets are the config subsets' views, by subset name.
 	Subsets map[string]map[string]collectionState `json:"subsets,omitempty"`
+	// Shards are the shards' views, in shard order.
+	Shards []shardState `json:"shards,omitempty"`
+}
+
+// shardState is what one shard serves, and where.
+type shardState struct {
+	Listen      string                     `json:"listen"`
+	Collections map[string]collectionState `json:"collections"`
 }
 
 // filteredReport is what a registry's import filters leave out now, and the filters.
@@ -684,7 +780,7 @@ func collectionStates(snap *snapshot.Snapshot) map[string]collectionState {
 	return out
 }
 
-func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subsets *subset.Router, metrics *prometheus.Registry, profiles bool) http.Handler {
+func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, served servedViews, metrics *prometheus.Registry, profiles bool) http.Handler {
 	readyz := func(w http.ResponseWriter, _ *http.Request) {
 		st := pipe.Status()
 		switch {
@@ -729,7 +825,8 @@ func httpHandler(spec Spec, pipe *pipeline.Pipeline, store *snapshot.Store, subs
 		rep.Rejected, rep.RejectedCount = pipe.Rejections(statusRejections)
 		rep.Degraded = pipe.DegradedParts()
 		rep.Filtered = filteredOf(pipe, st)
-		rep.Subsets = subsetStates(subsets)
+		rep.Subsets = subsetStates(served.subsets)
+		rep.Shards = served.shardStates()
 		writeJSON(w, rep)
 	}
 	return serveMux(spec.Name, metrics, profiles, "ready once the registry was listed", readyz, status)
@@ -743,6 +840,15 @@ func subsetStates(subsets *subset.Router) map[string]map[string]collectionState 
 			out = map[string]map[string]collectionState{}
 		}
 		out[name] = collectionStates(view)
+	}
+	return out
+}
+
+// shardStates are the shards' views, in shard order; nil without shards.
+func (v servedViews) shardStates() []shardState {
+	var out []shardState
+	for i, snap := range v.shards.Views() {
+		out = append(out, shardState{Listen: v.shardAddrs[i], Collections: collectionStates(snap)})
 	}
 	return out
 }

@@ -107,6 +107,10 @@ func TestBadSettingsSayWhatToFix(t *testing.T) {
 			"--vip-ranges: 240.240.1.0/24 lies inside the excluded block 240.240.0.0/16 (istiod's own auto-allocation range by default): choose another range (or --vip-allocate=false)"},
 		{"two IPv4 VIP ranges", nil, []string{"--vip-ranges", "241.0.0.0/8,242.0.0.0/8"}, "one IPv4 and one IPv6 range at most"},
 		{"bad VIP exclusion", nil, []string{"--vip-exclude", "nope"}, `--vip-exclude: "nope" is not a CIDR block`},
+		{"shard address twice", nil, []string{"--shard-listen", ":16020,:16020"}, "--shard-listen :16020: given twice (or it is --listen)"},
+		{"shard on --listen", nil, []string{"--shard-listen", ":16010"}, "--shard-listen :16010: given twice (or it is --listen)"},
+		{"bad shard address", nil, []string{"--shard-listen", "16020"}, "--shard-listen \"16020\": want host:port"},
+		{"shards and subsets", nil, []string{"--shard-listen", ":16020", "--subsets", write("s.yaml", "subsets:\n- name: a\n  sinks: {ids: [x]}\n")}, "--shard-listen and --subsets do not go together"},
 		{"negative stream limit", nil, []string{"--max-streams", "-1"}, "--max-streams -1: want 0 (no limit) or a positive number"},
 		{"negative name bytes", map[string]string{"GALLEON_MAX_NAME_BYTES": "-5"}, nil, "--max-name-bytes -5: want 0 (no limit) or a positive number"},
 		{"streams per client past gRPC's", nil, []string{"--max-streams-per-client", "4294967296"}, "--max-streams-per-client 4294967296: want at most 4294967295"},
@@ -349,7 +353,7 @@ func TestRunCallsOutToASink(t *testing.T) {
 // which may hold a registry token (galleon-consul --token ...).
 func TestProfilesNeverServeTheCommandLine(t *testing.T) {
 	store := snapshot.NewStore()
-	h := httpHandler(testSpec(staticRegistry{}), pipeline.New(store, pipeline.Config{}), store, nil, prometheus.NewRegistry(), true)
+	h := httpHandler(testSpec(staticRegistry{}), pipeline.New(store, pipeline.Config{}), store, servedViews{}, prometheus.NewRegistry(), true)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

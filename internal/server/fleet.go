@@ -22,7 +22,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/fleet"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
-	"github.com/galleon-mesh/galleon/internal/serve/subset"
 	"github.com/galleon-mesh/galleon/internal/server/rungroup"
 	"github.com/galleon-mesh/galleon/internal/server/servertls"
 )
@@ -257,8 +256,8 @@ func (r *fleetRunner) run(ctx context.Context, list fleet.List, builds []built, 
 	r.list, r.listHash, r.running = list, sha256.Sum256(raw), list.Names()
 	g := gatherers{main: r.metrics, members: r.memberGatherers}
 	r.log.Info("registry list", "file", r.fo.registries, "registries", list.Names(), "host_rules", len(list.Rules))
-	return c.serve(ctx, r.o, listenerTLS, r.log, r.metrics, func(subsets *subset.Router) http.Handler {
-		return r.httpHandler(g, subsets)
+	return c.serve(ctx, r.o, listenerTLS, r.log, r.metrics, func(served servedViews) http.Handler {
+		return r.httpHandler(g, served)
 	}, func(parts *rungroup.Group, ctx context.Context) {
 		parts.Go("pipeline", func() error { return r.apply.Run(ctx) })
 		parts.Go("registries", func() error { return r.keep(ctx, builds) })

@@ -12,7 +12,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/fleet"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
-	"github.com/galleon-mesh/galleon/internal/serve/subset"
 )
 
 // fleetStatus is the body of a fleet's /debug/status.
@@ -37,6 +36,7 @@ type fleetStatus struct {
 	Rejected      []pipeline.Rejection                  `json:"rejected,omitempty"`
 	RejectedCount int                                   `json:"rejectedCount,omitempty"`
 	Subsets       map[string]map[string]collectionState `json:"subsets,omitempty"`
+	Shards        []shardState                          `json:"shards,omitempty"`
 }
 
 // registryStatus is one registry of a fleet's /debug/status.
@@ -104,7 +104,7 @@ func (r *fleetRunner) registryStatuses() []registryStatus {
 	return out
 }
 
-func (r *fleetRunner) httpHandler(g prometheus.Gatherer, subsets *subset.Router) http.Handler {
+func (r *fleetRunner) httpHandler(g prometheus.Gatherer, served servedViews) http.Handler {
 	readyz := func(w http.ResponseWriter, _ *http.Request) {
 		if !r.merger.Started() {
 			http.Error(w, "not ready: waiting for the first listing of "+strings.Join(r.merger.Unsynced(), ", ")+" (at most --sync-wait)", http.StatusServiceUnavailable)
@@ -145,7 +145,7 @@ func (r *fleetRunner) httpHandler(g prometheus.Gatherer, subsets *subset.Router)
 		r.mu.Unlock()
 		rep := fleetStatus{Fleet: r.spec.Name, RegistriesFile: r.fo.registries, ListError: pipeline.Cut(listErr, 4*pipeline.MaxErrorLen),
 			Synced: st.Synced, Services: st.Services, Seq: snap.Seq, Collections: collectionStates(snap),
-			Registries: r.registryStatuses(), Subsets: subsetStates(subsets)}
+			Registries: r.registryStatuses(), Subsets: subsetStates(served.subsets), Shards: served.shardStates()}
 		rep.Collisions, rep.CollisionCount = r.merger.Collisions(statusRejections)
 		rep.Rejected, rep.RejectedCount = r.apply.Rejections(statusRejections)
 		writeJSON(w, rep)

@@ -34,10 +34,14 @@ type Object struct {
 	Origin *Origin
 }
 
-// Origin is what config subset rules select resources by: the registry
-// service a resource was made from. It must not be modified once passed to
-// the store.
+// Origin is what config subset rules and shards select resources by: the
+// registry service a resource was made from. It must not be modified once
+// passed to the store.
 type Origin struct {
+	// Service is the namespace/name of the service's ServiceEntry, the same
+	// for its WorkloadEntries: what places a service in a shard, since a
+	// name never moves between shards.
+	Service string
 	// Registry names the registry ("consul", "file").
 	Registry string
 	// Namespace is the namespace the resources are served in.
@@ -53,7 +57,7 @@ func (o *Origin) Equal(p *Origin) bool {
 	if o == nil || p == nil {
 		return o == p
 	}
-	return o.Registry == p.Registry && o.Namespace == p.Namespace &&
+	return o.Service == p.Service && o.Registry == p.Registry && o.Namespace == p.Namespace &&
 		slices.Equal(o.Hosts, p.Hosts) && maps.Equal(o.Labels, p.Labels)
 }
 

@@ -13,10 +13,13 @@ type Source interface {
 
 // Client is what a config stream's client says of itself in its first
 // request: an xDS node's id and string metadata fields, or a legacy MCP
-// SinkNode's id and annotations. A client chooses both freely.
+// SinkNode's id and annotations. A client chooses both freely. LocalPort
+// is not the client's to choose: it is the port of this process the
+// stream arrived on (0 when unknown), which tells shard listeners apart.
 type Client struct {
-	ID     string
-	Labels map[string]string
+	ID        string
+	Labels    map[string]string
+	LocalPort int
 }
 
 // Router picks the source each client is served from: the servers take one

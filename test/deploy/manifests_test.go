@@ -396,11 +396,22 @@ func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 		t.Errorf("%s: --listen and --http share port %d", where, listenPort)
 	}
 	wanted := map[int32]bool{}
-	for _, l := range []struct {
+	listeners := []struct {
 		flag string
 		host string
 		port int32
-	}{{"listen", listenHost, listenPort}, {"http", httpHost, httpPort}} {
+	}{{"listen", listenHost, listenPort}, {"http", httpHost, httpPort}}
+	if sl := flags["shard-listen"]; sl != "" {
+		for _, a := range strings.Split(sl, ",") {
+			h, p := hostPort(t, where, "shard-listen", a)
+			listeners = append(listeners, struct {
+				flag string
+				host string
+				port int32
+			}{"shard-listen", h, p})
+		}
+	}
+	for _, l := range listeners {
 		_, ok := declared[l.port]
 		switch {
 		case loopback(l.host) && ok:
@@ -412,7 +423,7 @@ func checkAdapterPod(t *testing.T, a adapterPod) (registryConfigMap string) {
 	}
 	for port := range declared {
 		if !wanted[port] {
-			t.Errorf("%s: containerPort %d matches neither --listen (%s) nor --http (%s)", where, port, flags["listen"], flags["http"])
+			t.Errorf("%s: containerPort %d matches neither --listen (%s), --http (%s) nor --shard-listen (%s)", where, port, flags["listen"], flags["http"], flags["shard-listen"])
 		}
 	}
 	if loopback(httpHost) {
@@ -1479,5 +1490,48 @@ func TestHelmChartFleet(t *testing.T) {
 
 	if _, err := runTool(nil, helm, "template", "galleon-fleet", chart, "--set", "adapter.name=galleon-fleet"); err == nil || !strings.Contains(err.Error(), "fleet.registries") {
 		t.Errorf("rendering galleon-fleet without a list: want an error naming fleet.registries, got %v", err)
+	}
+}
+
+// TestHelmChartShards renders the chart with shards (docs/configuration.md#shards): the adapter
+// gets --shard-listen with one port per shard from shards.firstPort, each a named container
+// port the Service and the NetworkPolicy open (checkWorkload checks they name real ports), and
+// a count the binary would refuse fails rendering.
+func TestHelmChartShards(t *testing.T) {
+	helm := kube.Helm(t)
+	chart := filepath.Join(repoRoot(t), "deploy/helm/galleon")
+	out, err := runTool(nil, helm, "template", "galleon", chart, "-n", "istio-system", "-f", filepath.Join(repoRoot(t), "deploy/helm/values-bookinfo.yaml"),
+		"--set", "shards.count=3", "--set", "shards.firstPort=16030")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, "helm template (shards)", out)
+	pod, _, svc := checkWorkload(t, objs)
+	if got := adapterFlags(t, pod.where, pod.container)["shard-listen"]; got != ":16030,:16031,:16032" {
+		t.Errorf("--shard-listen %q, want :16030,:16031,:16032", got)
+	}
+	want := []string{"grpc-shard-0", "grpc-shard-1", "grpc-shard-2"}
+	var served, open []string
+	for _, p := range svc.Spec.Ports {
+		if strings.HasPrefix(p.Name, "grpc-shard-") {
+			served = append(served, p.Name)
+		}
+	}
+	for _, np := range find[networkingv1.NetworkPolicy](objs) {
+		for _, rule := range np.Spec.Ingress {
+			for _, p := range rule.Ports {
+				if p.Port != nil && strings.HasPrefix(p.Port.String(), "grpc-shard-") {
+					open = append(open, p.Port.String())
+				}
+			}
+		}
+	}
+	if !slices.Equal(served, want) || !slices.Equal(open, want) {
+		t.Errorf("Service ports %v, NetworkPolicy ports %v: want %v in both", served, open, want)
+	}
+
+	if _, err := runTool(nil, helm, "template", "galleon", chart, "--set", "registry.existingConfigMap=registry", "--set", "shards.count=65"); err == nil ||
+		!strings.Contains(err.Error(), "shards.count") {
+		t.Errorf("shards.count=65: want an error naming shards.count, got %v", err)
 	}
 }

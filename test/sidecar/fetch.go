@@ -55,6 +55,19 @@ func (p Pod) NodeID() string {
 
 // node is the xDS node of the pod's sidecar, with the metadata istio-proxy's bootstrap sends
 // (istio pkg/model/proxy.go NodeMetadata: booleans are strings there, "true").
+// dial makes pod's node and a plain-text connection to istiod's xDS address addr.
+func (p Pod) dial(addr string) (*corev3.Node, *grpc.ClientConn, error) {
+	node, err := p.node()
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("sidecar: dial %s: %w", addr, err)
+	}
+	return node, conn, nil
+}
+
 func (p Pod) node() (*corev3.Node, error) {
 	version := p.IstioVersion
 	if version == "" {
@@ -95,13 +108,9 @@ func (p Pod) node() (*corev3.Node, error) {
 // it holds once istiod has answered every type and every requested name. Each call is a new
 // connection: call it again to see a change. ctx bounds the whole fetch.
 func Fetch(ctx context.Context, addr string, pod Pod) (*View, error) {
-	node, err := pod.node()
+	node, conn, err := pod.dial(addr)
 	if err != nil {
 		return nil, err
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("sidecar: dial %s: %w", addr, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)

@@ -288,6 +288,7 @@ func (s *Server) serve(ctx context.Context, cancel context.CancelFunc, st *strea
 	var first *mcpv1alpha1.RequestResources
 	first, recv = serve.Peek(recv)
 	client := ClientOf(first.GetSinkNode())
+	client.LocalPort = serve.LocalPort(ctx)
 	name, source := s.router.Route(client)
 	if name != "" {
 		s.log.Info("mcp stream routed", "sink", serve.ClientText(client.ID, maxLoggedSink), "subset", name)

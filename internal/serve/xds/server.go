@@ -237,6 +237,7 @@ func serveStream[Req interface{ GetNode() *core.Node }](s *Server, ctx context.C
 	var first Req
 	first, recv = serve.Peek(recv)
 	client := ClientOf(first.GetNode())
+	client.LocalPort = serve.LocalPort(ctx)
 	name, source := s.router.Route(client)
 	if name != "" {
 		s.log.Info("xds stream routed", "protocol", protocol, "node", serve.ClientText(client.ID, maxLoggedNode), "subset", name)

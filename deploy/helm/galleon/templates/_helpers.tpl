@@ -68,3 +68,15 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+galleon.shardPorts: the shard listeners' ports, one per shard, as a list
+(empty when shards.count is 0).
+*/}}
+{{- define "galleon.shardPorts" -}}
+{{- $ports := list -}}
+{{- range $i := until (int .Values.shards.count) -}}
+{{- $ports = append $ports (add (int $.Values.shards.firstPort) $i) -}}
+{{- end -}}
+{{- toJson $ports -}}
+{{- end }}
