@@ -82,9 +82,12 @@ func startFleet(t *testing.T, list string, extra ...string) *fleet {
 }
 
 // sotw is the fleet's first SotW response of ServiceEntries to a new stream: what it serves.
-func (f *fleet) sotw(t *testing.T) *xdsclient.Response {
+func (f *fleet) sotw(t *testing.T) *xdsclient.Response { return sotwAt(t, f.listen) }
+
+// sotwAt is the first SotW response of ServiceEntries to a new stream to addr.
+func sotwAt(t *testing.T, addr string) *xdsclient.Response {
 	t.Helper()
-	conn, err := grpc.NewClient(f.listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,12 +530,72 @@ type rawState struct {
 	resources map[string][]byte
 }
 
-func (f *fleet) raw(t *testing.T) rawState {
+func (f *fleet) raw(t *testing.T) rawState { return rawAt(t, f.listen) }
+
+// rawAt is raw for any address of the fleet (a shard's).
+func rawAt(t *testing.T, addr string) rawState {
 	t.Helper()
-	resp := f.sotw(t)
+	resp := sotwAt(t, addr)
 	out := rawState{version: resp.VersionInfo, resources: map[string][]byte{}}
 	for _, r := range resp.Resources {
 		out.resources[r.Key()] = r.Body.GetValue()
 	}
 	return out
+}
+
+// TestFleetShards runs two replicas of a fleet with two shards each (--shard-listen): the
+// shards split the merged view (together, each served ServiceEntry once), and each shard's
+// version and bytes are the same in both replicas, so istiod switching replicas pushes nothing.
+func TestFleetShards(t *testing.T) {
+	dir := t.TempDir()
+	var a, b strings.Builder
+	a.WriteString("services:\n")
+	b.WriteString("services:\n")
+	for i := range 20 {
+		a.WriteString(service(fmt.Sprintf("svc-%02d", i), "shop", fmt.Sprintf("svc-%02d.mesh", i), 80, fmt.Sprintf("10.0.%d.1", i)))
+		b.WriteString(service(fmt.Sprintf("svc-%02d", i), "legacy", fmt.Sprintf("svc-%02d.mesh", i), 80, fmt.Sprintf("10.1.%d.1", i)))
+	}
+	for _, r := range []struct{ name, body string }{{"a", a.String()}, {"b", b.String()}} {
+		if err := os.Mkdir(filepath.Join(dir, r.name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, r.name, "s.yaml"), r.body)
+	}
+	path := filepath.Join(dir, "registries.yaml")
+	writeFile(t, path, fmt.Sprintf("registries:\n- {name: a, kind: file, settings: {file-dir: %s}}\n- {name: b, kind: file, settings: {file-dir: %s}}\nhosts:\n- {host: \"*.mesh\", merge: true}\n",
+		filepath.Join(dir, "a"), filepath.Join(dir, "b")))
+	shards := [2][]string{{daemontest.FreeAddr(t), daemontest.FreeAddr(t)}, {daemontest.FreeAddr(t), daemontest.FreeAddr(t)}}
+	var replicas []*fleet
+	for _, s := range shards {
+		f := startFleet(t, path, "--shard-listen", strings.Join(s, ","))
+		f.await(t, "every host merged", func(s map[string]*networking.ServiceEntry) bool {
+			return len(s) == 20 && len(endpoints(s["svc-19.mesh"])) == 2
+		})
+		replicas = append(replicas, f)
+	}
+	all := rawAt(t, replicas[0].listen)
+	seen := map[string]int{}
+	for i := range 2 {
+		one, two := rawAt(t, shards[0][i]), rawAt(t, shards[1][i])
+		if one.version != two.version || !maps.EqualFunc(one.resources, two.resources, bytes.Equal) {
+			t.Errorf("shard %d: the replicas serve version %s (%d resources) and %s (%d)", i, one.version, len(one.resources), two.version, len(two.resources))
+		}
+		if len(one.resources) == 0 || len(one.resources) == len(all.resources) {
+			t.Errorf("shard %d serves %d of %d ServiceEntries: the shards do not split the view", i, len(one.resources), len(all.resources))
+		}
+		for name, body := range one.resources {
+			seen[name]++
+			if !bytes.Equal(body, all.resources[name]) {
+				t.Errorf("shard %d serves %s unlike --listen", i, name)
+			}
+		}
+	}
+	if len(seen) != len(all.resources) {
+		t.Errorf("the shards serve %d ServiceEntries together, --listen %d", len(seen), len(all.resources))
+	}
+	for name, n := range seen {
+		if n != 1 {
+			t.Errorf("%s served by %d shards", name, n)
+		}
+	}
 }
