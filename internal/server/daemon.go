@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -589,6 +590,10 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 			return fmt.Errorf("--shard-listen: %w", err)
 		}
 		routes = served.shards
+		if err := registerShardMetrics(metrics, served.shards); err != nil {
+			closeAll(append(shardLis, grpcLis, httpLis))
+			return err
+		}
 		log.Info("shards", "listen", served.shardAddrs)
 	}
 	// What clients hold in total, xDS and legacy MCP together: streams
@@ -672,6 +677,21 @@ type servedViews struct {
 	subsets    *subset.Router
 	shards     *shard.Router
 	shardAddrs []string // shard i's listener address
+}
+
+// registerShardMetrics adds galleon_shard_services: how the registry spreads over the shards.
+func registerShardMetrics(reg prometheus.Registerer, shards *shard.Router) error {
+	for i := range shards.Len() {
+		g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "galleon_shard_services",
+			Help:        "ServiceEntries each shard (--shard-listen) serves.",
+			ConstLabels: prometheus.Labels{"shard": strconv.Itoa(i)},
+		}, func() float64 { return float64(shards.Current(i).Collection(snapshot.ServiceEntry).Len()) })
+		if err := reg.Register(g); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // listenShards opens one listener per --shard-listen address, in order.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,13 @@ func TestShardsServeEachServiceOnce(t *testing.T) {
 	}
 	if len(resp.Resources) != len(want[1]) {
 		t.Errorf("legacy MCP on shard 1 serves %d services, want %d", len(resp.Resources), len(want[1]))
+	}
+
+	_, metrics := httpGet("http://" + httpAddr + "/metrics")
+	for s := range shards {
+		if line := fmt.Sprintf("galleon_shard_services{shard=\"%d\"} %d\n", s, len(want[s])); !strings.Contains(metrics, line) {
+			t.Errorf("/metrics lacks %q", line)
+		}
 	}
 
 	_, body := httpGet("http://" + httpAddr + "/debug/status")

@@ -45,6 +45,9 @@ Settings (environment, or the flag of the same name in lower case; a flag wins):
   PROTOCOL  (--protocol)       the timed run's sinks: delta or sotw, default delta
   LEASE     (--lease)          the instances' lease (galleon-load eureka-generate --lease-duration),
                                default 180s; they are renewed every 30 s whatever it is (below)
+  SERVER_CPUS (--server-cpus)  CPUs polaris-server runs on alone (taskset -c form: 1, 0,2-3), the
+                               rest of the run on the others; default: no pinning. On a 2-core
+                               machine SERVER_CPUS=1 gives the server a core of its own
   GALLEON_ARGS                 extra flags for galleon-eureka
 
 Steps (the figures mean something only on a quiet machine: the load average and how busy the
@@ -97,6 +100,8 @@ type eurekaSettings struct {
 	polls    int
 	protocol string
 	lease    string
+	// serverCPUs, when set, are polaris-server's own CPUs (SERVER_CPUS).
+	serverCPUs []int
 }
 
 var (
@@ -106,13 +111,14 @@ var (
 
 func parseEureka(args []string) (eurekaSettings, error) {
 	var s eurekaSettings
-	var poll, churn, polls, protocol, lease *string
+	var poll, churn, polls, protocol, lease, serverCPUs *string
 	err := s.parse("eureka", eurekaHelp, args, sizeSetting{"APPS", "2000", "applications"}, "40", func(fs *flag.FlagSet) {
 		poll = fs.String("poll", benchrun.Env("POLL", "5s"), "POLL: galleon-eureka's poll interval, the churn's period and the full poller's interval (whole seconds)")
 		churn = fs.String("churn", benchrun.Env("CHURN", "1"), "CHURN: percent of the instances changed per POLL")
 		polls = fs.String("polls", benchrun.Env("POLLS", "24"), "POLLS: polls in each CPU window")
 		protocol = fs.String("protocol", benchrun.Env("PROTOCOL", "delta"), "PROTOCOL: the timed run's sinks, delta or sotw")
 		lease = fs.String("lease", benchrun.Env("LEASE", "180s"), "LEASE: the instances' lease (whole seconds)")
+		serverCPUs = fs.String("server-cpus", benchrun.Env("SERVER_CPUS", ""), "SERVER_CPUS: CPUs polaris-server runs on alone, the rest of the run on the others")
 	})
 	if err != nil {
 		return s, err
@@ -139,6 +145,9 @@ func parseEureka(args []string) (eurekaSettings, error) {
 		return s, fmt.Errorf("LEASE=%s: want whole seconds, e.g. 180s", *lease)
 	}
 	s.lease = *lease
+	if s.serverCPUs, err = benchrun.ParseCPUs("SERVER_CPUS", *serverCPUs); err != nil {
+		return s, err
+	}
 	return s, nil
 }
 
@@ -213,6 +222,21 @@ func (e *eurekaBench) startServer(ctx context.Context) error {
 		return fmt.Errorf("polaris-server did not answer GET /apps: %w (see %s and %s)", err, filepath.Join(dir, "polaris-server.out"), filepath.Join(dir, "log"))
 	}
 	e.server = srv
+	if len(e.serverCPUs) > 0 {
+		// The benchmark first, so that what it starts from now on (the generator, galleon-eureka,
+		// the sinks) inherits the other CPUs; the server's threads, and those it starts, stay on its own.
+		others, err := benchrun.OtherCPUs(e.serverCPUs)
+		if err == nil {
+			err = benchrun.Pin(os.Getpid(), others)
+		}
+		if err == nil {
+			err = benchrun.Pin(srv.Pid(), e.serverCPUs)
+		}
+		if err != nil {
+			return fmt.Errorf("SERVER_CPUS: %w", err)
+		}
+		e.Say("polaris-server pinned to CPUs %v, the rest of the run to %v", e.serverCPUs, others)
+	}
 	e.polarisVer = e.polarisVersion(ctx)
 	e.Say("polaris-server %s (pid %d) serves the Eureka API at %s, ready in %s s", e.polarisVer, srv.Pid(), srv.BaseURL(), benchrun.Secs(t0, time.Now()))
 	return nil

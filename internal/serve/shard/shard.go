@@ -86,6 +86,12 @@ func (r *Router) Route(c snapshot.Client) (string, snapshot.Source) {
 // Name is shard i's name in logs and /debug/status.
 func Name(i int) string { return fmt.Sprintf("shard-%d", i) }
 
+// Len is the number of shards.
+func (r *Router) Len() int { return len(r.views) }
+
+// Current is shard i's current snapshot.
+func (r *Router) Current(i int) *snapshot.Snapshot { return r.views[i].Current() }
+
 // Views lists each shard's current snapshot, by shard, for status pages.
 func (r *Router) Views() []*snapshot.Snapshot {
 	if r == nil {
