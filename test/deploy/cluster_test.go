@@ -152,7 +152,7 @@ stringData:
 		{"galleon-file", []string{"-f", filepath.Join(root, "deploy/helm/values-bookinfo.yaml"),
 			"--set", "tls.secretName=galleon-file-tls", "--set", "tls.clientCA=true",
 			"--set", "tls.allowedClients={spiffe://cluster.local/ns/istio-system/sa/galleonctl}"}},
-		{"galleon-consul", []string{"--set", "adapter.args={--log-format=json,--consul-address=consul-server.consul.svc:8500}"}},
+		{"galleon-consul", []string{"--set", "adapter.args={--log-format=json,--consul-address=consul-server.consul.svc:8500}", "--set", "shards.count=2"}},
 		{"galleon-zookeeper", []string{"--set", "adapter.args={--log-format=json,--zk-servers=zookeeper.zk.svc:2181}"}},
 		{"galleon-eureka", []string{"--set", "adapter.args={--log-format=json,--eureka-urls=http://eureka.eureka.svc:8761/eureka}"}},
 		{"galleon-nacos", []string{"--set", "adapter.args={--log-format=json,--nacos-servers=nacos.nacos.svc:8848}"}},
@@ -163,6 +163,20 @@ stringData:
 		args := append([]string{"template", a.name, chart, "-n", "galleon", "--set", "adapter.name=" + a.name, "--set", "serviceMonitor.enabled=true"}, a.args...)
 		stored[a.name] = apply(t, ctx, client, "helm template "+a.name, render(t, nil, helm, args...))
 		checkStoredAdapter(t, stored[a.name], "galleon", a.name)
+	}
+
+	// Shards (galleon-consul above, shards.count=2): NOTES.txt, which only an install renders,
+	// lists every shard port as istiod's configSources, not ports.grpc.
+	// (In istio-system: the objects applied to namespace galleon above belong to no release.)
+	notes := string(render(t, nil, helm, "install", "galleon-consul", chart, "-n", "istio-system", "--dry-run=server",
+		"--kubeconfig", c.Kubeconfig, "--set", "adapter.name=galleon-consul", "--set", "shards.count=2"))
+	for _, want := range []string{"- address: xds://galleon-consul.istio-system.svc:16020\n", "- address: xds://galleon-consul.istio-system.svc:16021\n"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("helm install with shards.count=2: NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "xds://galleon-consul.istio-system.svc:16010") {
+		t.Errorf("helm install with shards.count=2: NOTES still point istiod at --listen:\n%s", notes)
 	}
 
 	// TLS as the pods will see it: flags pointing at the mounted Secret's keys.
@@ -305,7 +319,14 @@ func checkStoredAdapter(t testing.TB, objs applied, ns, name string) {
 	}
 	grpcOnlyIstiod := false
 	for _, rule := range np.Spec.Ingress {
-		if len(rule.Ports) != 1 || rule.Ports[0].Port != "grpc-mcp" {
+		// The rule for the gRPC port: grpc-mcp, and the shards' ports when there are shards.
+		grpcRule := len(rule.Ports) > 0 && rule.Ports[0].Port == "grpc-mcp"
+		for _, p := range rule.Ports[min(1, len(rule.Ports)):] {
+			if name, _ := p.Port.(string); !strings.HasPrefix(name, "grpc-shard-") {
+				grpcRule = false
+			}
+		}
+		if !grpcRule {
 			continue
 		}
 		grpcOnlyIstiod = len(rule.From) > 0

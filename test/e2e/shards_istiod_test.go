@@ -68,7 +68,8 @@ func routesTo(v *sidecar.View, host, instance string) string {
 // source of istiod, and checks through a sidecar's view that the mesh sees what one source would
 // show: every service routed to its cluster and endpoints; an endpoint change re-sends one shard
 // only (the other shards' versions stay) and costs istiod no full push; a removed service
-// leaves the sidecar's view.
+// leaves the sidecar's view; galleon-file stopped, istiod keeps every shard's services, and
+// restarted on the same shard addresses it serves the next change.
 func TestShardsToIstiod(t *testing.T) { istiod.ForEachRelease(t, testShardsToIstiod) }
 
 func testShardsToIstiod(t *testing.T, rel istiod.Release) {
@@ -149,15 +150,29 @@ func testShardsToIstiod(t *testing.T, rel istiod.Release) {
 	gone := reg.Services[1]
 	reg.Services = slices.Delete(reg.Services, 1, 2)
 	writeRegistryFile(t, dir, "services.yaml", reg)
-	waitForView(t, ctx, ist, "svc-01 removed", func(v *sidecar.View) string {
-		if msg := notRouted(v, gone.Hosts[0], 8080); msg != "" {
-			return msg
-		}
+	allRouted := func(v *sidecar.View) string {
 		for _, s := range reg.Services {
 			if msg := routesTo(v, s.Hosts[0], s.Instances[0].Address); msg != "" {
 				return msg
 			}
 		}
 		return ""
+	}
+	waitForView(t, ctx, ist, "svc-01 removed", func(v *sidecar.View) string {
+		if msg := notRouted(v, gone.Hosts[0], 8080); msg != "" {
+			return msg
+		}
+		return allRouted(v)
 	})
+
+	// galleon-file stops: istiod holds what every shard served (its sources' last good state).
+	// Restarted on the same shard addresses, it serves the next change.
+	g.Stop()
+	time.Sleep(time.Second) // istiod's sources notice the streams ended
+	waitForView(t, ctx, ist, "galleon-file stopped", allRouted)
+	reg.Services[1] = shardService(2, instance(2, 2)) // svc-02 (index 1 since svc-01 left) moves
+	writeRegistryFile(t, dir, "services.yaml", reg)
+	startGalleon(t, bin, "--file-dir", dir, "--file-removal-delay", "200ms", "--shard-listen", strings.Join(shardAddrs, ","))
+	waitForServiceEntries(t, ctx, ist, "after the restart", hasServiceEntries(reg))
+	waitForView(t, ctx, ist, "svc-02's new endpoint after the restart", allRouted)
 }
