@@ -160,7 +160,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.debugPprof, "debug-pprof", false, "serve Go profiles on /debug/pprof/ of --http (off by default: anyone who reaches the port could profile the process); the command line is never served")
 	fs.StringVar(&o.subsets, "subsets", "", "YAML file of config subsets: which sinks (by node id, xDS node metadata or MCP SinkNode annotations) receive which services (by namespace, registry, host or label); sinks no subset selects receive everything (docs/configuration.md#config-subsets)")
 	fs.BoolVar(&o.noEndpointsLabel, "no-endpoints-label", true, "label a STATIC ServiceEntry that has no endpoint galleon.io/endpoints=none, so that istiod 1.29 and older drop its last endpoint (one full push when a service loses its last endpoint, one when it gets one back); false when every istiod reading this source is 1.30 or later, which clear it themselves (docs/istiod-releases.md)")
-	fs.StringSliceVar(&o.shardListen, "shard-listen", nil, "serve the registry as shards as well, one gRPC address per shard (e.g. :16020,:16021,:16022,:16023): each serves a stable part of the ServiceEntries, by host, so that a change re-sends one shard to istiod, not the whole registry; list every shard address in istiod's configSources and not --listen (docs/configuration.md#shards)")
+	fs.StringSliceVar(&o.shardListen, "shard-listen", nil, "serve the registry as shards as well, one gRPC address per shard (e.g. :16020,:16021,:16022,:16023): each serves a stable part of the ServiceEntries (by name), so that a change re-sends one shard to istiod, not the whole registry; list every shard address in istiod's configSources and not --listen (docs/configuration.md#shards)")
 	fs.BoolVar(&o.vipAllocate, "vip-allocate", true, "give every served host that has no address from the registry one from --vip-ranges, the same in every replica and across restarts, so that its TCP ports get a listener of their own in each sidecar and DNS capture answers it (docs/vips.md); false: serve only the registry's addresses")
 	fs.StringSliceVar(&o.vipRanges, "vip-ranges", vip.DefaultRanges, "CIDR blocks allocated addresses come from: one IPv4 and, for dual-stack meshes, one IPv6; must not overlap any real network of the mesh")
 	fs.StringSliceVar(&o.vipExclude, "vip-exclude", vip.DefaultExclude, "CIDR blocks never allocated: istiod's own auto-allocation prefixes (PILOT_IP_AUTOALLOCATE_IPV4_PREFIX, _IPV6_PREFIX) by default; change it with them")
@@ -584,8 +584,15 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 		for i, l := range shardLis {
 			ports[i] = l.Addr().(*net.TCPAddr).Port
 			served.shardAddrs = append(served.shardAddrs, l.Addr().String())
+			if ports[i] == grpcLis.Addr().(*net.TCPAddr).Port {
+				// Streams are told apart by the port they arrive on.
+				err = fmt.Errorf("shard %d (%s) has --listen's port %d: give each shard a port of its own", i, l.Addr(), ports[i])
+			}
 		}
-		if served.shards, err = shard.NewRouter(store, ports, routes); err != nil {
+		if err == nil {
+			served.shards, err = shard.NewRouter(store, ports, routes)
+		}
+		if err != nil {
 			closeAll(append(shardLis, grpcLis, httpLis))
 			return fmt.Errorf("--shard-listen: %w", err)
 		}

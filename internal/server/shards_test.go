@@ -171,3 +171,18 @@ func TestShardsServeEachServiceOnce(t *testing.T) {
 		}
 	}
 }
+
+// Shards are told apart by the port a stream arrives on: a shard on --listen's port, on another
+// address, would take --listen's streams, and is refused at start.
+func TestShardOnTheListenPortIsRefused(t *testing.T) {
+	listen := freeAddr(t)
+	_, port, _ := strings.Cut(listen, ":")
+	var logs syncbuf.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // ends a run that wrongly serves
+	defer cancel()
+	code := Run(ctx, testSpec(staticRegistry{}), []string{"--listen", listen, "--http", freeAddr(t),
+		"--shard-listen", "127.0.0.2:" + port}, &logs)
+	if code == 0 || !strings.Contains(logs.String(), "has --listen's port "+port) {
+		t.Errorf("exit %d, logs:\n%s\nwant a refusal naming --listen's port %s", code, logs.String(), port)
+	}
+}
