@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	networking "istio.io/api/networking/v1alpha3"
 
 	"github.com/galleon-mesh/galleon/cmd/internal/builtin"
@@ -87,18 +85,9 @@ func (f *fleet) sotw(t *testing.T) *xdsclient.Response { return sotwAt(t, f.list
 // sotwAt is the first SotW response of ServiceEntries to a new stream to addr.
 func sotwAt(t *testing.T, addr string) *xdsclient.Response {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("fleet-test"), []string{seTypeURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := st.Recv()
+	resp, err := xdsclient.FirstSotW(ctx, addr, "fleet-test", seTypeURL)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"sync"
 
 	"google.golang.org/grpc/codes"
@@ -112,17 +111,13 @@ func Peek[Req any](recv func() (Req, error)) (first Req, again func() (Req, erro
 // listeners apart by it.
 func LocalPort(ctx context.Context) int {
 	p, ok := peer.FromContext(ctx)
-	if !ok || p.LocalAddr == nil {
+	if !ok {
 		return 0
 	}
 	if tcp, ok := p.LocalAddr.(*net.TCPAddr); ok {
 		return tcp.Port
 	}
-	ap, err := netip.ParseAddrPort(p.LocalAddr.String()) // a wrapped connection's address
-	if err != nil {
-		return 0
-	}
-	return int(ap.Port())
+	return 0
 }
 
 // errDraining is the cause a Drainer cancels stream contexts with.

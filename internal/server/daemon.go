@@ -873,9 +873,12 @@ func subsetStates(subsets *subset.Router) map[string]map[string]collectionState 
 
 // shardStates are the shards' views, in shard order; nil without shards.
 func (v servedViews) shardStates() []shardState {
-	var out []shardState
-	for i, snap := range v.shards.Views() {
-		out = append(out, shardState{Listen: v.shardAddrs[i], Collections: collectionStates(snap)})
+	if v.shards == nil {
+		return nil
+	}
+	out := make([]shardState, v.shards.Len())
+	for i := range out {
+		out[i] = shardState{Listen: v.shardAddrs[i], Collections: collectionStates(v.shards.Current(i))}
 	}
 	return out
 }

@@ -21,27 +21,12 @@ import (
 	"github.com/galleon-mesh/galleon/model"
 )
 
-// sotwServiceEntries opens a SotW stream to addr as istiod does and returns
-// the names of the ServiceEntries of its first response.
-func sotwServiceEntries(t *testing.T, addr string) []string {
-	return sotwNames(t, addr, "networking.istio.io/v1/ServiceEntry")
-}
-
-// sotwNames is sotwServiceEntries for any type URL.
+// sotwNames are the names of the resources of typeURL addr serves a new SotW stream.
 func sotwNames(t *testing.T, addr, typeURL string) []string {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := xdsclient.OpenSotW(ctx, conn, xdsclient.NewNode("istiod-test"), []string{typeURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := st.Recv()
+	resp, err := xdsclient.FirstSotW(ctx, addr, "istiod-test", typeURL)
 	if err != nil {
 		t.Fatalf("%s: %v", addr, err)
 	}
@@ -50,6 +35,11 @@ func sotwNames(t *testing.T, addr, typeURL string) []string {
 		names = append(names, r.Key())
 	}
 	return names
+}
+
+// sotwServiceEntries is sotwNames of ServiceEntries.
+func sotwServiceEntries(t *testing.T, addr string) []string {
+	return sotwNames(t, addr, "networking.istio.io/v1/ServiceEntry")
 }
 
 // TestShardsServeEachServiceOnce runs a binary with three shard listeners:

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // NewNode returns the Node a client presents to the source. Sources may
@@ -247,3 +248,21 @@ func (d *DeltaStream) NACK(resp *DeltaResponse, reason error) error {
 
 // CloseSend tells the source no more requests will come.
 func (d *DeltaStream) CloseSend() error { return d.stream.CloseSend() }
+
+// FirstSotW dials addr in plain text, subscribes to typeURL on a new SotW
+// stream as node id, and returns the first response: what the source serves
+// a new istiod now. ctx bounds it all; the connection is closed on return.
+func FirstSotW(ctx context.Context, addr, id, typeURL string) (*Response, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // ends the stream
+	st, err := OpenSotW(ctx, conn, NewNode(id), []string{typeURL})
+	if err != nil {
+		return nil, err
+	}
+	return st.Recv()
+}

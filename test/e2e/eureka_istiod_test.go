@@ -392,6 +392,7 @@ type galleonStatusReport struct {
 	Synced   bool              `json:"synced"`
 	Stale    bool              `json:"stale"`
 	Degraded map[string]string `json:"degraded"`
+	Shards   []shardStatus     `json:"shards"`
 }
 
 func galleonStatus(ctx context.Context, g *galleon) (*galleonStatusReport, error) {

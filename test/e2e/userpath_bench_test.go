@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -370,20 +368,7 @@ func waitPushesQuiet(ctx context.Context, ist *istiod.Istiod, quiet time.Duratio
 // before the first response).
 func (u *userPath) galleonSentBytes(tb testing.TB, ctx context.Context) float64 {
 	tb.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+u.g.HTTPAddr+"/metrics", nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fams, err := istiod.ParseMetrics(body)
+	fams, _, err := scrapeMetrics(ctx, u.g)
 	if err != nil {
 		tb.Fatal(err)
 	}

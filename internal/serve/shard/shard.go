@@ -91,15 +91,3 @@ func (r *Router) Len() int { return len(r.views) }
 
 // Current is shard i's current snapshot.
 func (r *Router) Current(i int) *snapshot.Snapshot { return r.views[i].Current() }
-
-// Views lists each shard's current snapshot, by shard, for status pages.
-func (r *Router) Views() []*snapshot.Snapshot {
-	if r == nil {
-		return nil
-	}
-	out := make([]*snapshot.Snapshot, len(r.views))
-	for i, v := range r.views {
-		out[i] = v.Current()
-	}
-	return out
-}
