@@ -103,6 +103,12 @@ func (r *Reconciler) Reject(record string, err error) { r.rejections[Cut(record,
 // and if it is rejected again later, that is reported again.
 func (r *Reconciler) Accept(record string) { delete(r.rejections, Cut(record, MaxRecordLen)) }
 
+// Rejected is the number of records rejected now: by Reject or
+// SetRejections, and not accepted since. While it is 0, Accept has nothing
+// to do, and an adapter whose record names cost something to build (a
+// redacted URL, say) may skip building them.
+func (r *Reconciler) Rejected() int { return len(r.rejections) }
+
 // SetRejections records the complete set of records malformed now: those
 // not in it are accepted.
 func (r *Reconciler) SetRejections(rejections map[string]error) {

@@ -115,9 +115,18 @@ func TestReconcilerReportsEachRejectionOnce(t *testing.T) {
 	r.Flush()
 	expect(t, "another message", calls(rec, &seen), `Rejected("a.yaml:3", host is empty)`)
 
+	if n := r.Rejected(); n != 1 {
+		t.Errorf("Rejected() = %d with a.yaml:3 rejected, want 1", n)
+	}
 	r.Accept("a.yaml:3")
+	if n := r.Rejected(); n != 0 {
+		t.Errorf("Rejected() = %d after the only rejection was accepted, want 0", n)
+	}
 	r.Flush()
 	r.SetRejections(map[string]error{"a.yaml:3": bad, "b.yaml:1": bad})
+	if n := r.Rejected(); n != 2 {
+		t.Errorf("Rejected() = %d after SetRejections of two, want 2", n)
+	}
 	r.Flush()
 	expect(t, "accepted (cleared), then rejected again", calls(rec, &seen), `Rejected("a.yaml:3", <nil>)`,
 		`Rejected("a.yaml:3", port is not a number)`, `Rejected("b.yaml:1", port is not a number)`)

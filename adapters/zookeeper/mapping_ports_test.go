@@ -302,10 +302,18 @@ func TestRedact(t *testing.T) {
 		"no query":                                                    "no query",
 		"a?":                                                          "a?",
 		"a?&&=&secret":                                                "a?&&=&secret",
+		"x?Pass-Word=1&app.Secret.Key=2&x=3":                          "x?Pass-Word=REDACTED&app.Secret.Key=REDACTED&x=3",
+		"x?TO\u212aEN=1&a=2":                                          "x?TO\u212aEN=REDACTED&a=2", // the Kelvin sign folds to k
+		"x?tok%2Den=1":                                                "x?tok%2Den=REDACTED",
+		"x?a=1%26token%3d2":                                           "x?a=1%26token%3dREDACTED",
+		"x?a=1%2G6token%3d2":                                          "x?a=1%2G6token%3d2", // %2G is no separator
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+	if got, p := redactRecord("/dubbo/x/providers/a%3Fb%3D1"), "/dubbo/x/providers/a%3Fb%3D1"; got != p {
+		t.Errorf("redactRecord(%q) = %q, want it unchanged", p, got)
 	}
 	if got := redactRecord("/dubbo/x/providers/" + url.QueryEscape("dubbo://10.0.0.1:1/x?token=abc")); strings.Contains(got, "abc") || !strings.HasPrefix(got, "/dubbo/x/providers/dubbo%3A") {
 		t.Errorf("redactRecord: %s", got)

@@ -1,9 +1,11 @@
 package zookeeper
 
 import (
+	"bytes"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // What a rejection or a log line may quote of a registry's text. Node names and data are written
@@ -20,15 +22,33 @@ const redacted = "REDACTED"
 var sensitiveWords = []string{"token", "password", "passwd", "pwd", "secret", "accesskey", "apikey",
 	"credential", "auth", "signature", "privatekey", "sessionkey"}
 
-// sensitiveKey reports whether URL parameter k holds a secret.
+// sensitiveKey reports whether URL parameter k holds a secret. It is asked of every parameter of
+// every provider node read (a record's name is redacted even when nothing is wrong with it), so
+// an ASCII name, the usual case, is folded without allocating.
 func sensitiveKey(k string) bool {
 	if dec, err := url.QueryUnescape(k); err == nil {
 		k = dec
 	}
-	k = strings.ToLower(k)
-	k = strings.NewReplacer("-", "", "_", "", ".", "").Replace(k)
+	var buf [64]byte
+	folded := buf[:0]
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c >= utf8.RuneSelf {
+			// Unicode case folding can make ASCII of what is not (the Kelvin sign is a k).
+			folded = []byte(strings.ToLower(k))
+			folded = slices.DeleteFunc(folded, func(c byte) bool { return c == '-' || c == '_' || c == '.' })
+			break
+		}
+		switch {
+		case c == '-' || c == '_' || c == '.':
+			continue
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		folded = append(folded, c)
+	}
 	for _, w := range sensitiveWords {
-		if strings.Contains(k, w) {
+		if bytes.Contains(folded, []byte(w)) {
 			return true
 		}
 	}
@@ -48,7 +68,6 @@ func redactURL(s string) string {
 	}
 	var b strings.Builder
 	start := q + n
-	b.WriteString(s[:start])
 	for start <= len(s) {
 		end, sep := indexSep(s, start, "&;")
 		if end < 0 {
@@ -56,14 +75,27 @@ func redactURL(s string) string {
 		}
 		param := s[start:end]
 		if eq, m := indexSep(param, 0, "="); eq >= 0 && eq+m < len(param) && sensitiveKey(param[:eq]) {
-			param = param[:eq+m] + redacted
+			if b.Len() == 0 {
+				// The first secret: copy what came before it. Nothing is copied for a URL
+				// without one.
+				b.Grow(len(s))
+				b.WriteString(s[:start])
+			}
+			b.WriteString(param[:eq+m])
+			b.WriteString(redacted)
+		} else if b.Len() > 0 {
+			b.WriteString(param)
 		}
-		b.WriteString(param)
 		if end == len(s) {
 			break
 		}
-		b.WriteString(s[end : end+sep])
+		if b.Len() > 0 {
+			b.WriteString(s[end : end+sep])
+		}
 		start = end + sep
+	}
+	if b.Len() == 0 {
+		return s
 	}
 	return b.String()
 }
@@ -77,7 +109,9 @@ func indexSep(s string, from int, seps string) (int, int) {
 			return i, 1
 		}
 		if c == '%' && i+2 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil && strings.IndexByte(seps, byte(v)) >= 0 {
+			hi, okHi := unhex(s[i+1])
+			lo, okLo := unhex(s[i+2])
+			if okHi && okLo && strings.IndexByte(seps, hi<<4|lo) >= 0 {
 				return i, 3
 			}
 		}
@@ -85,10 +119,27 @@ func indexSep(s string, from int, seps string) (int, int) {
 	return -1, 0
 }
 
+// unhex is the value of hexadecimal digit c, in either case.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 // redactRecord is the record name of znode path p with the secrets in its last element (a
 // Dubbo provider or override URL) redacted: what the adapter reports, logs and shows in
 // /debug/status for the node. Two nodes whose names differ only in a secret share it.
 func redactRecord(p string) string {
 	i := strings.LastIndexByte(p, '/')
-	return p[:i+1] + redactURL(p[i+1:])
+	last := redactURL(p[i+1:])
+	if last == p[i+1:] {
+		return p // nothing redacted: no copy
+	}
+	return p[:i+1] + last
 }

@@ -78,6 +78,14 @@ func (w *watcher) dupRecord(sp, id string) string {
 	return t.ins(name) + "/" + id + " (duplicate)"
 }
 
+// acceptDup accepts instance node id of service znode sp as no duplicate; its record is built
+// only when something is rejected (accept: every node of every service built passes here).
+func (w *watcher) acceptDup(sp, id string) {
+	if w.rec.Rejected() > 0 {
+		w.accept(w.dupRecord(sp, id))
+	}
+}
+
 // endpoints sorts the well-formed instances of service znode sp, with its overrides applied,
 // by the service they belong to (eps), with the host data of each service: those built before
 // (each stays, without instances, until the service znode goes) and those of the instances
@@ -95,9 +103,8 @@ func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoin
 	ids = map[servedKey]map[string]string{} // service -> instance ID -> node
 	for _, id := range slices.Sorted(maps.Keys(s.nodes)) {
 		n := s.nodes[id]
-		dupRecord := w.dupRecord(sp, id)
 		if n.good == nil {
-			w.accept(dupRecord)
+			w.acceptDup(sp, id)
 			continue
 		}
 		good := withOverrides(n.good, s.overrides)
@@ -111,10 +118,10 @@ func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoin
 			ids[k] = map[string]string{}
 		}
 		if first, dup := ids[k][good.inst.ID]; dup {
-			w.reject(dupRecord, bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first))))
+			w.reject(w.dupRecord(sp, id), bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first))))
 			continue
 		}
-		w.accept(dupRecord)
+		w.acceptDup(sp, id)
 		ids[k][good.inst.ID] = id
 		eps[k] = append(eps[k], good)
 		hds[k] = hd
