@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -17,10 +19,10 @@ import (
 	"github.com/galleon-mesh/galleon/test/sidecar"
 )
 
-// The user's path: a registry change (a file registry served by galleon-file) -> istiod (real,
-// default settings: no PILOT_DEBOUNCE tweaks) -> a sidecar connected to istiod. One change moves
-// the first instance of filegen's target service to filegen.MoverAddr(v): an endpoint-only
-// change, so istiod must take it as an EDS update, never a full push.
+// The user's path: a registry change (a registry served by its adapter: userPathRegistry) ->
+// istiod (real, default settings: no PILOT_DEBOUNCE tweaks) -> a sidecar connected to istiod.
+// One change moves the first instance of the registry's target service to filegen.MoverAddr(v):
+// an endpoint-only change, so istiod must take it as an EDS update, never a full push.
 
 const (
 	// userPathInstances is the instances per generated service, the target's included.
@@ -37,54 +39,62 @@ const (
 	userPathChangeTimeout = time.Minute
 )
 
-// userPathTarget is the EDS cluster of filegen's target service: galleon-file gives a service
-// without hosts the host <name>.<namespace>.internal (docs/adapters/file.md); its port is 8080.
-func userPathTarget() string {
-	return "outbound|8080||load-target." + filegen.DefaultNamespace + ".internal"
-}
-
-// BenchmarkUserPath measures the user's path at each scale of GALLEON_USERPATH_SERVICES (default
-// "1000,10000") and shard count of GALLEON_USERPATH_SHARDS (default "1"). The processes of one
-// scale are set up here, once, and stopped before the next scale starts (they would take CPU
-// from it); the child benchmark "services=S/shards=K" makes b.N changes. Choose scales with the
-// variables: a -bench pattern that skips a child does not skip its set-up.
+// BenchmarkUserPath measures the user's path through each registry of GALLEON_USERPATH_REGISTRIES
+// (default "file"; "file,zookeeper" for both: newUserPathRegistry), at each scale of
+// GALLEON_USERPATH_SERVICES (default "1000,10000") and shard count of GALLEON_USERPATH_SHARDS
+// (default "1"). The processes of one scale are set up here, once, and stopped before the next
+// scale starts (they would take CPU from it); the child benchmark "R/services=S/shards=K" makes
+// b.N changes. Choose with the variables: a -bench pattern that skips a child does not skip its
+// set-up.
 func BenchmarkUserPath(b *testing.B) {
-	bin := galleonBinary(b, "galleon-file")
-	for _, services := range envInts(b, "GALLEON_USERPATH_SERVICES", "1000,10000") {
-		for _, shards := range envInts(b, "GALLEON_USERPATH_SHARDS", "1") {
-			u := startUserPath(b, bin, services, shards)
-			b.Run(fmt.Sprintf("services=%d/shards=%d", services, shards), func(b *testing.B) {
-				r := u.measure(b, b.N)
-				if r.fullPushes != 0 {
-					b.Errorf("%d endpoint-only changes caused %v full pushes in istiod, want 0", b.N, r.fullPushes)
-				}
-				r.report(b)
-			})
-			u.stop()
+	for _, name := range envWords(b, "GALLEON_USERPATH_REGISTRIES", "file") {
+		if _, err := newUserPathRegistry(name); err != nil {
+			b.Fatalf("GALLEON_USERPATH_REGISTRIES: %v", err)
+		}
+		for _, services := range envInts(b, "GALLEON_USERPATH_SERVICES", "1000,10000") {
+			for _, shards := range envInts(b, "GALLEON_USERPATH_SHARDS", "1") {
+				reg, _ := newUserPathRegistry(name)
+				u := startUserPath(b, reg, services, shards)
+				b.Run(fmt.Sprintf("%s/services=%d/shards=%d", name, services, shards), func(b *testing.B) {
+					r := u.measure(b, b.N)
+					if r.fullPushes != 0 {
+						b.Errorf("%d endpoint-only changes caused %v full pushes in istiod, want 0", b.N, r.fullPushes)
+					}
+					r.report(b)
+				})
+				u.stop()
+			}
 		}
 	}
 }
 
 // TestUserPathHarness runs BenchmarkUserPath's set-up and measurement at 50 services, 3 changes:
 // every change reaches istiod and the sidecar, the sidecar ends with the moved instance, and no
-// change costs a full push; with one source and with two shards.
+// change costs a full push: galleon-file with one source and with two shards, and
+// galleon-zookeeper (Dubbo 2 providers in a real ZooKeeper).
 func TestUserPathHarness(t *testing.T) {
-	bin := galleonBinary(t, "galleon-file")
-	for _, k := range []int{1, 2} {
-		t.Run(fmt.Sprintf("shards=%d", k), func(t *testing.T) {
+	for _, c := range []struct {
+		registry string
+		shards   int
+	}{{"file", 1}, {"file", 2}, {"zookeeper", 1}} {
+		t.Run(fmt.Sprintf("%s/shards=%d", c.registry, c.shards), func(t *testing.T) {
 			const changes = 3
-			u := startUserPath(t, bin, 50, k)
+			reg, err := newUserPathRegistry(c.registry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := startUserPath(t, reg, 50, c.shards)
 			defer u.stop()
 			r := u.measure(t, changes)
 			if len(r.istiod) != changes || len(r.sidecar) != changes {
 				t.Errorf("changes seen: istiod %d, sidecar %d, want %d each", len(r.istiod), len(r.sidecar), changes)
 			}
-			moved := filegen.MoverAddr(u.variant) + ":8080"
+			moved := u.mover(u.variant)
 			if !slices.Contains(r.lastEndpoints, moved) || len(r.lastEndpoints) != userPathInstances {
-				t.Errorf("sidecar's last EDS of %s: %v, want %d endpoints with %s", userPathTarget(), r.lastEndpoints, userPathInstances, moved)
+				t.Errorf("sidecar's last EDS of %s: %v, want %d endpoints with %s", u.reg.cluster(), r.lastEndpoints, userPathInstances, moved)
 			}
-			if slices.Contains(r.lastEndpoints, filegen.MoverAddr(u.variant-1)+":8080") {
-				t.Errorf("sidecar's last EDS of %s still holds the previous place %s", userPathTarget(), filegen.MoverAddr(u.variant-1))
+			if previous := u.mover(u.variant - 1); slices.Contains(r.lastEndpoints, previous) {
+				t.Errorf("sidecar's last EDS of %s still holds the previous place %s", u.reg.cluster(), previous)
 			}
 			if r.fullPushes != 0 {
 				t.Errorf("%d endpoint-only changes caused %v full pushes, want 0", changes, r.fullPushes)
@@ -94,10 +104,10 @@ func TestUserPathHarness(t *testing.T) {
 	}
 }
 
-// userPath is one scale's running path: the registry directory, galleon-file, istiod and the
-// sidecar's EDS stream, plus the idle CPU measured once they settled.
+// userPath is one scale's running path: the registry, its adapter, istiod and the sidecar's EDS
+// stream, plus the idle CPU measured once they settled.
 type userPath struct {
-	dir      string
+	reg      userPathRegistry
 	g        *galleon
 	ist      *istiod.Istiod
 	eds      *sidecar.Watcher
@@ -105,25 +115,23 @@ type userPath struct {
 	// variant is the target's last MoverAddr variant: each change writes the next, across the
 	// benchmark's runs (b.N=1, then more), so every change really moves the instance.
 	variant int
-	// idle is the CPU galleon-file and istiod use per second with nothing to do; scrape is what
+	// idle is the CPU the adapter and istiod use per second with nothing to do; scrape is what
 	// one /metrics scrape costs istiod (the loop polls it every 5ms).
 	idleGalleon, idleIstiod, scrape time.Duration
 }
 
-// startUserPath generates a registry of services x 10 instances plus the target, starts
-// galleon-file on it (with shards > 1, serving shards shard listeners that istiod reads instead of
-// --listen), istiod and the sidecar's EDS stream, waits for the initial state to reach the
-// sidecar and istiod to settle, and measures idle CPU.
-func startUserPath(tb testing.TB, bin string, services, shards int) *userPath {
+// startUserPath writes reg's registry of services x 10 instances plus the target, starts its
+// adapter on it with 1 ms / 10 ms debounce windows (with shards > 1, serving shards shard
+// listeners that istiod reads instead of --listen), istiod and the sidecar's EDS stream, waits
+// for the initial state to reach the sidecar and istiod to settle, and measures idle CPU.
+func startUserPath(tb testing.TB, reg userPathRegistry, services, shards int) *userPath {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	u := &userPath{dir: tb.TempDir()}
+	u := &userPath{reg: reg}
 	start := time.Now()
-	if err := filegen.Generate(filegen.GenerateConfig{Dir: u.dir, Services: services, Instances: userPathInstances}); err != nil {
-		tb.Fatal(err)
-	}
-	args := []string{"--file-dir", u.dir, "--debounce-quiet", "1ms", "--debounce-max", "10ms", "--file-scan-quiet", "1ms"}
+	bin, args := reg.setUp(tb, ctx, services)
+	args = append(args, "--debounce-quiet", "1ms", "--debounce-max", "10ms")
 	var sources []string
 	if shards > 1 {
 		addrs, err := proc.FreeAddrs(shards)
@@ -133,7 +141,7 @@ func startUserPath(tb testing.TB, bin string, services, shards int) *userPath {
 		args = append(args, "--shard-listen", strings.Join(addrs, ","))
 		sources = addrs
 	}
-	u.g = startGalleon(tb, bin, args...)
+	u.g = startGalleon(tb, galleonBinary(tb, bin), args...)
 	if sources == nil {
 		sources = []string{u.g.Addr}
 	}
@@ -151,22 +159,22 @@ func startUserPath(tb testing.TB, bin string, services, shards int) *userPath {
 	watchCtx, u.endWatch = context.WithCancel(context.Background())
 	tb.Cleanup(u.stop)
 	var err error
-	if u.eds, err = sidecar.Watch(watchCtx, u.ist.GRPCAddr, sidecarPod(), sidecar.TypeEndpoint, []string{userPathTarget()}); err != nil {
+	if u.eds, err = sidecar.Watch(watchCtx, u.ist.GRPCAddr, sidecarPod(), sidecar.TypeEndpoint, []string{reg.cluster()}); err != nil {
 		tb.Fatal(err)
 	}
 	if _, _, err := u.waitSidecar(ctx, func(eps []string) bool { return len(eps) == userPathInstances }); err != nil {
-		tb.Fatalf("sidecar's initial EDS of %s: %v", userPathTarget(), err)
+		tb.Fatalf("sidecar's initial EDS of %s: %v", reg.cluster(), err)
 	}
 	if err := waitPushesQuiet(ctx, u.ist, time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	tb.Logf("services=%d shards=%d: initial state in the sidecar, istiod quiet, %v after start", services, shards, time.Since(start).Round(time.Millisecond))
+	tb.Logf("%s, services=%d shards=%d: initial state in the sidecar, istiod quiet, %v after start", bin, services, shards, time.Since(start).Round(time.Millisecond))
 	u.drain()
 	u.measureIdle(tb, ctx)
 	return u
 }
 
-// stop ends the sidecar's stream and stops istiod and galleon-file (idempotent).
+// stop ends the sidecar's stream and stops istiod and the adapter (idempotent).
 func (u *userPath) stop() {
 	if u.endWatch != nil {
 		u.endWatch()
@@ -196,7 +204,7 @@ func (u *userPath) measureIdle(tb testing.TB, ctx context.Context) {
 	}
 	c2, elapsed := u.cpu(tb), time.Since(start)
 	u.scrape = max(0, (c2.istiod-c1.istiod-idleFor(u.idleIstiod, elapsed))/userPathScrapes)
-	tb.Logf("idle CPU per second: galleon-file %v, istiod %v; one istiod /metrics scrape: %v", u.idleGalleon, u.idleIstiod, u.scrape)
+	tb.Logf("idle CPU per second: adapter %v, istiod %v; one istiod /metrics scrape: %v", u.idleGalleon, u.idleIstiod, u.scrape)
 }
 
 // userPathResult is what one measured loop saw.
@@ -243,12 +251,12 @@ func (u *userPath) measure(tb testing.TB, n int) userPathResult {
 		}
 		r.scrapes++
 		u.variant++
-		mover := filegen.MoverAddr(u.variant) + ":8080"
+		mover := u.mover(u.variant)
 		if b != nil {
 			b.StartTimer()
 		}
 		t0 := time.Now()
-		if err := filegen.WriteTargetIn(u.dir, filegen.DefaultNamespace, userPathInstances, u.variant); err != nil {
+		if err := u.reg.move(ctx, u.variant); err != nil {
 			tb.Fatal(err)
 		}
 		tIstiod, scrapes, err := waitEDSUpdate(ctx, u.ist, eds0)
@@ -301,7 +309,7 @@ func (u *userPath) waitSidecar(ctx context.Context, ok func(eps []string) bool) 
 				return sidecarEDS{}, bytes, fmt.Errorf("EDS stream ended: %w", u.eds.Err())
 			}
 			bytes += r.Size
-			if eps, found := r.Endpoints(userPathTarget()); found && ok(eps) {
+			if eps, found := r.Endpoints(u.reg.cluster()); found && ok(eps) {
 				return sidecarEDS{resp: r, eps: eps}, bytes, nil
 			}
 		case <-ctx.Done():
@@ -364,7 +372,7 @@ func waitPushesQuiet(ctx context.Context, ist *istiod.Istiod, quiet time.Duratio
 	return err
 }
 
-// galleonSentBytes is galleon-file's galleon_xds_response_bytes_total, summed over its labels (0
+// galleonSentBytes is the adapter's galleon_xds_response_bytes_total, summed over its labels (0
 // before the first response).
 func (u *userPath) galleonSentBytes(tb testing.TB, ctx context.Context) float64 {
 	tb.Helper()
@@ -379,7 +387,7 @@ func (u *userPath) galleonSentBytes(tb testing.TB, ctx context.Context) float64 
 	return v
 }
 
-// cpuTimes are the CPU times (user + system) galleon-file and istiod have used.
+// cpuTimes are the CPU times (user + system) the adapter and istiod have used.
 type cpuTimes struct{ galleon, istiod time.Duration }
 
 func (u *userPath) cpu(tb testing.TB) cpuTimes {
@@ -449,7 +457,7 @@ func (r userPathResult) report(b *testing.B) {
 // log writes what report does not: every change's times, the sidecar's bytes and the scrapes.
 func (r userPathResult) log(tb testing.TB) {
 	tb.Helper()
-	tb.Logf("%d changes: istiod %v, sidecar %v; CPU per change istiod %v (%d scrapes taken off), galleon-file %v; galleon sent %.0f B/change, sidecar received %.0f B/change; full pushes %v",
+	tb.Logf("%d changes: istiod %v, sidecar %v; CPU per change istiod %v (%d scrapes taken off), adapter %v; galleon sent %.0f B/change, sidecar received %.0f B/change; full pushes %v",
 		r.changes, r.istiod, r.sidecar, r.istiodCPU, r.scrapes, r.galleonCPU, r.sentBytes, r.sidecarBytes, r.fullPushes)
 }
 
@@ -461,6 +469,26 @@ func percentile(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// mover is the sidecar's endpoint of the target's moving instance in variant v.
+func (u *userPath) mover(v int) string {
+	return net.JoinHostPort(filegen.MoverAddr(v), strconv.Itoa(u.reg.port()))
+}
+
+// envWords reads a comma-separated list of names from the environment variable name, or def
+// when it is unset.
+func envWords(tb testing.TB, name, def string) []string {
+	tb.Helper()
+	s := cmp.Or(os.Getenv(name), def)
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			tb.Fatalf("%s=%q: want names separated by commas", name, s)
+		}
+		out = append(out, f)
+	}
+	return out
+}
 
 // envInts reads a comma-separated list of positive integers from the environment variable name,
 // or def when it is unset.

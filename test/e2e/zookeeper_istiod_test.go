@@ -37,19 +37,21 @@ const (
 	zkSessionTimeout = 2 * time.Second
 )
 
-// greetingName is the ServiceEntry name galleon-zookeeper gives (interface, "", version), as
-// adapters/zookeeper/dubbo.go (dubboName) documents it: the interface and version sanitised to a
-// DNS label, "--", then the first 10 hex digits of SHA-256(interface NUL group NUL version).
-func greetingName() string {
-	sum := sha256.Sum256([]byte(greetingIface + "\x00" + "" + "\x00" + greetingVersion))
-	return "org-apache-demo-greetingservice-1-0-0--" + hex.EncodeToString(sum[:])[:10]
+// greetingName is the ServiceEntry name galleon-zookeeper gives (interface, "", version).
+func greetingName() string { return dubboServiceName(greetingIface, greetingVersion) }
+
+// dubboServiceName is the ServiceEntry name galleon-zookeeper gives a Dubbo interface without a
+// group, as adapters/zookeeper/dubbo.go (dubboName) documents it: the interface and version
+// sanitised to a DNS label (lower case, dots to dashes: enough for the names of these tests),
+// "--", then the first 10 hex digits of SHA-256(interface NUL group NUL version).
+func dubboServiceName(iface, version string) string {
+	sum := sha256.Sum256([]byte(iface + "\x00" + "" + "\x00" + version))
+	label := strings.ReplaceAll(strings.ToLower(iface+"-"+version), ".", "-")
+	return label + "--" + hex.EncodeToString(sum[:])[:10]
 }
 
 // stockName is stockIface's ServiceEntry name (interface, "", version 1.0.0), as greetingName.
-func stockName() string {
-	sum := sha256.Sum256([]byte(stockIface + "\x00" + "" + "\x00" + greetingVersion))
-	return "org-apache-demo-stockservice-1-0-0--" + hex.EncodeToString(sum[:])[:10]
-}
+func stockName() string { return dubboServiceName(stockIface, greetingVersion) }
 
 // dubboProvider is the znode name a Dubbo 2 provider of greetingIface on ip registers under
 // /dubbo/<interface>/providers: its URL, URL-encoded (URL.encode in Dubbo, which is Java's

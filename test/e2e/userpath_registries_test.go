@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
+	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
+)
+
+// userPathRegistry is a registry the user's path runs through: it writes the registry, names the
+// adapter that serves it, and moves the target's moving instance.
+type userPathRegistry interface {
+	// setUp writes services generated services of userPathInstances instances each, plus the
+	// target, and returns the adapter (its command's name) and its registry flags.
+	setUp(tb testing.TB, ctx context.Context, services int) (bin string, args []string)
+	// move puts the target's moving instance at filegen.MoverAddr(variant), as the registry's
+	// users do: one write.
+	move(ctx context.Context, variant int) error
+	// cluster is the target's EDS cluster in a sidecar; port is its endpoints' port.
+	cluster() string
+	port() int
+}
+
+// newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
+// that name: file or zookeeper.
+func newUserPathRegistry(name string) (userPathRegistry, error) {
+	switch name {
+	case "file":
+		return &fileUserPath{}, nil
+	case "zookeeper":
+		return &zkUserPath{}, nil
+	}
+	return nil, fmt.Errorf("no registry %q for the user's path: file or zookeeper", name)
+}
+
+// fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
+// file atomically, the moving instance keeping its id.
+type fileUserPath struct{ dir string }
+
+func (f *fileUserPath) setUp(tb testing.TB, _ context.Context, services int) (string, []string) {
+	tb.Helper()
+	f.dir = tb.TempDir()
+	if err := filegen.Generate(filegen.GenerateConfig{Dir: f.dir, Services: services, Instances: userPathInstances}); err != nil {
+		tb.Fatal(err)
+	}
+	return "galleon-file", []string{"--file-dir", f.dir, "--file-scan-quiet", "1ms"}
+}
+
+func (f *fileUserPath) move(_ context.Context, variant int) error {
+	return filegen.WriteTargetIn(f.dir, filegen.DefaultNamespace, userPathInstances, variant)
+}
+
+// cluster: galleon-file gives a service without hosts the host <name>.<namespace>.internal
+// (docs/adapters/file.md).
+func (f *fileUserPath) cluster() string {
+	return "outbound|8080||load-target." + filegen.DefaultNamespace + ".internal"
+}
+
+func (f *fileUserPath) port() int { return 8080 }
+
+// zkUserPath is a ZooKeeper holding Dubbo 2 providers (the layout of TestZooKeeperToIstiod:
+// dubboProviderOf), served by galleon-zookeeper --zk-layout dubbo. A change is what a provider
+// that moves does to ZooKeeper, in one transaction: its old node deleted, its new one created.
+type zkUserPath struct {
+	conn *zk.Conn
+	// moving is the node of the target's moving provider now.
+	moving string
+	// targetIndex is the target's filegen.InstanceAddr service index: after the generated ones.
+	targetIndex int
+}
+
+const (
+	zkUserPathTarget = "org.galleon.userpath.Target"
+	// zkUserPathBatch is the providers' znodes created per ZooKeeper transaction, and
+	// zkUserPathWriters the transactions in flight, as galleon-load zk-generate writes.
+	zkUserPathBatch   = 480
+	zkUserPathWriters = 8
+)
+
+func (z *zkUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
+	tb.Helper()
+	// ZooKeeper holds every znode in its heap: ~7.5 KB of data per interface of 10 providers.
+	srv := zktest.Start(tb, zktest.Options{HeapMiB: 256 + services/16})
+	conn, _, err := zk.Connect([]string{srv.Addr()}, 10*time.Second, zk.WithLogger(zkQuietLogger{}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(conn.Close)
+	z.conn, z.targetIndex = conn, services
+	start := time.Now()
+	if err := z.write(ctx, services); err != nil {
+		tb.Fatalf("writing %d interfaces x %d providers: %v", services, userPathInstances, err)
+	}
+	tb.Logf("ZooKeeper: %d interfaces x %d providers and the target written in %v", services, userPathInstances, time.Since(start).Round(time.Millisecond))
+	return "galleon-zookeeper", []string{"--zk-servers", srv.Addr(), "--zk-layout", "dubbo"}
+}
+
+// write creates /dubbo, the generated interfaces with their providers, and the target.
+func (z *zkUserPath) write(ctx context.Context, services int) error {
+	acl := zk.WorldACL(zk.PermAll)
+	if _, err := z.conn.Create("/dubbo", nil, 0, acl); err != nil {
+		return err
+	}
+	var ops []any
+	var batches [][]any
+	iface := func(i int) string {
+		if i == z.targetIndex {
+			return zkUserPathTarget
+		}
+		return fmt.Sprintf("org.galleon.userpath.Service%05d", i)
+	}
+	for i := range services + 1 {
+		name := iface(i)
+		ops = append(ops, &zk.CreateRequest{Path: "/dubbo/" + name, Acl: acl}, &zk.CreateRequest{Path: "/dubbo/" + name + "/providers", Acl: acl})
+		for j := range userPathInstances {
+			ops = append(ops, &zk.CreateRequest{Path: z.providerPath(name, filegen.InstanceAddr(i, j)), Acl: acl})
+		}
+		if len(ops) >= zkUserPathBatch || i == services {
+			batches, ops = append(batches, ops), nil
+		}
+	}
+	z.moving = z.providerPath(zkUserPathTarget, filegen.InstanceAddr(z.targetIndex, 0))
+	work := make(chan []any)
+	errs := make(chan error, zkUserPathWriters)
+	var wg sync.WaitGroup
+	for range zkUserPathWriters {
+		wg.Go(func() {
+			for b := range work {
+				if _, err := z.conn.Multi(b...); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for _, b := range batches {
+		select {
+		case work <- b:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		err = cmp.Or(err, e)
+	}
+	return err
+}
+
+func (z *zkUserPath) providerPath(iface, ip string) string {
+	return "/dubbo/" + iface + "/providers/" + dubboProviderOf(iface, "userpath", "get,list", ip)
+}
+
+func (z *zkUserPath) move(_ context.Context, variant int) error {
+	next := z.providerPath(zkUserPathTarget, filegen.MoverAddr(variant))
+	if _, err := z.conn.Multi(&zk.DeleteRequest{Path: z.moving, Version: -1}, &zk.CreateRequest{Path: next, Acl: zk.WorldACL(zk.PermAll)}); err != nil {
+		return fmt.Errorf("moving the target's provider to %s: %w", filegen.MoverAddr(variant), err)
+	}
+	z.moving = next
+	return nil
+}
+
+// cluster: galleon-zookeeper names a Dubbo service by its interface and version
+// (dubboServiceName) in the namespace default, host <name>.default.dubbo, on the providers' port.
+func (z *zkUserPath) cluster() string {
+	return "outbound|" + strconv.Itoa(greetingPort) + "||" + dubboServiceName(zkUserPathTarget, greetingVersion) + ".default.dubbo"
+}
+
+func (z *zkUserPath) port() int { return greetingPort }
