@@ -23,6 +23,7 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/consul"
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/internal/convert"
+	"github.com/galleon-mesh/galleon/internal/testing/procstat"
 	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry/registrytest"
@@ -870,18 +871,11 @@ func scaleRSS(t *testing.T, bin string, a *consultest.Agent, n int, flags ...str
 // cpuSeconds reads the user and system CPU time of a process.
 func cpuSeconds(t *testing.T, pid int) float64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command name (which may hold spaces): utime and
-	// stime are the 12th and 13th, in clock ticks of 1/100 s.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	var utime, stime float64
-	if _, err := fmt.Sscan(f[11]+" "+f[12], &utime, &stime); err != nil {
-		t.Fatal(err)
-	}
-	return (utime + stime) / 100
+	return st.CPU().Seconds()
 }
 
 // metricLine returns the line of one metric from a /metrics page.

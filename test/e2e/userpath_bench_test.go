@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
+	"github.com/galleon-mesh/galleon/internal/testing/procstat"
 	"github.com/galleon-mesh/galleon/test/internal/proc"
 	"github.com/galleon-mesh/galleon/test/istiod"
 	"github.com/galleon-mesh/galleon/test/sidecar"
@@ -403,32 +404,10 @@ func (u *userPath) cpu(tb testing.TB) cpuTimes {
 	return cpuTimes{galleon: g, istiod: i}
 }
 
-// clockTick is the unit of /proc/<pid>/stat's times: USER_HZ, 100 on Linux whatever the kernel's
-// HZ (the Prometheus process collector assumes the same).
-const clockTick = 10 * time.Millisecond
-
-// processCPU is the user + system CPU time of process pid and all its threads, from
-// /proc/<pid>/stat (utime and stime, fields 14 and 15; the command name, field 2, may hold spaces
-// and parentheses, so fields are counted after its closing parenthesis).
+// processCPU is the user + system CPU time of process pid and all its threads.
 func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // fields[0] is field 3
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * clockTick, nil
+	st, err := procstat.Read(pid)
+	return st.CPU(), err
 }
 
 // perSecond is the CPU per second of wall time d over elapsed.

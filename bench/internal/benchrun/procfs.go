@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/galleon-mesh/galleon/internal/testing/procstat"
 )
 
 // ProcKB is a field of /proc/<pid>/status counted in kB (VmRSS, VmHWM).
@@ -43,23 +45,13 @@ func CPUTicks(pid int) (int64, error) {
 	return StatTicks(string(b))
 }
 
-// StatTicks is utime + stime (fields 14 and 15) of a /proc/<pid>/stat text, counted after the
-// command name, which may hold spaces and parentheses.
+// StatTicks is utime + stime (fields 14 and 15) of a /proc/<pid>/stat text.
 func StatTicks(stat string) (int64, error) {
-	i := strings.LastIndex(stat, ") ")
-	if i < 0 {
-		return 0, fmt.Errorf("no \") \" in /proc/<pid>/stat text %.40q", stat)
+	st, err := procstat.Parse(stat)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/<pid>/stat: %w", err)
 	}
-	f := strings.Fields(stat[i+2:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/<pid>/stat: %d fields after the command, want 13 or more", len(f))
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/<pid>/stat: utime %q, stime %q are not numbers", f[11], f[12])
-	}
-	return u + s, nil
+	return st.UTime + st.STime, nil
 }
 
 // MachineTicks is the whole machine's busy and total clock ticks (/proc/stat's cpu line; idle

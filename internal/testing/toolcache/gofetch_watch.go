@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/galleon-mesh/galleon/internal/testing/procstat"
 )
 
 // progressTicks is how much CPU (in clock ticks, 1/100 s on Linux) a go process tree must use
@@ -182,30 +184,14 @@ func readProcs() map[int]proc {
 	return procs
 }
 
-// parseStat reads ppid, utime, stime, cutime and cstime (fields 4 and 14-17) from a
-// /proc/<pid>/stat line; the command name before them may hold spaces and parentheses.
+// parseStat reads a /proc/<pid>/stat line: the parent and the CPU the process and its waited-for
+// children used.
 func parseStat(s string) (proc, bool) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return proc{}, false
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3, the state
-	if len(f) < 15 {
-		return proc{}, false
-	}
-	ppid, err := strconv.Atoi(f[1])
+	st, err := procstat.Parse(s)
 	if err != nil {
 		return proc{}, false
 	}
-	var ticks int64
-	for _, s := range f[11:15] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return proc{}, false
-		}
-		ticks += n
-	}
-	return proc{ppid: ppid, ticks: ticks}, true
+	return proc{ppid: st.PPID, ticks: st.UTime + st.STime + st.CUTime + st.CSTime}, true
 }
 
 // treePids is root and its descendants.
