@@ -41,7 +41,7 @@ const (
 )
 
 // BenchmarkUserPath measures the user's path through each registry of GALLEON_USERPATH_REGISTRIES
-// (default "file"; "file,zookeeper" for both: newUserPathRegistry), at each scale of
+// (default "file"; any of file, zookeeper and consul: newUserPathRegistry), at each scale of
 // GALLEON_USERPATH_SERVICES (default "1000,10000") and shard count of GALLEON_USERPATH_SHARDS
 // (default "1"). The processes of one scale are set up here, once, and stopped before the next
 // scale starts (they would take CPU from it); the child benchmark "R/services=S/shards=K" makes
@@ -71,13 +71,13 @@ func BenchmarkUserPath(b *testing.B) {
 
 // TestUserPathHarness runs BenchmarkUserPath's set-up and measurement at 50 services, 3 changes:
 // every change reaches istiod and the sidecar, the sidecar ends with the moved instance, and no
-// change costs a full push: galleon-file with one source and with two shards, and
-// galleon-zookeeper (Dubbo 2 providers in a real ZooKeeper).
+// change costs a full push: galleon-file with one source and with two shards, galleon-zookeeper
+// (Dubbo 2 providers in a real ZooKeeper) and galleon-consul (a real Consul agent).
 func TestUserPathHarness(t *testing.T) {
 	for _, c := range []struct {
 		registry string
 		shards   int
-	}{{"file", 1}, {"file", 2}, {"zookeeper", 1}} {
+	}{{"file", 1}, {"file", 2}, {"zookeeper", 1}, {"consul", 1}} {
 		t.Run(fmt.Sprintf("%s/shards=%d", c.registry, c.shards), func(t *testing.T) {
 			const changes = 3
 			reg, err := newUserPathRegistry(c.registry)
@@ -175,7 +175,8 @@ func startUserPath(tb testing.TB, reg userPathRegistry, services, shards int) *u
 	return u
 }
 
-// stop ends the sidecar's stream and stops istiod and the adapter (idempotent).
+// stop ends the sidecar's stream and stops istiod, the adapter and the registry's server
+// (idempotent).
 func (u *userPath) stop() {
 	if u.endWatch != nil {
 		u.endWatch()
@@ -183,7 +184,10 @@ func (u *userPath) stop() {
 	if u.ist != nil {
 		u.ist.Stop()
 	}
-	u.g.Stop()
+	if u.g != nil {
+		u.g.Stop()
+	}
+	u.reg.close()
 }
 
 // measureIdle measures the CPU both processes use doing nothing, and what an istiod /metrics

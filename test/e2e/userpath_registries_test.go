@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 )
@@ -27,18 +28,23 @@ type userPathRegistry interface {
 	// cluster is the target's EDS cluster in a sidecar; port is its endpoints' port.
 	cluster() string
 	port() int
+	// close stops the registry's server, if it has one (idempotent): a benchmark's next scale
+	// should not share the machine with it.
+	close()
 }
 
 // newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
-// that name: file or zookeeper.
+// that name: file, zookeeper or consul.
 func newUserPathRegistry(name string) (userPathRegistry, error) {
 	switch name {
 	case "file":
 		return &fileUserPath{}, nil
 	case "zookeeper":
 		return &zkUserPath{}, nil
+	case "consul":
+		return &consulUserPath{}, nil
 	}
-	return nil, fmt.Errorf("no registry %q for the user's path: file or zookeeper", name)
+	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper or consul", name)
 }
 
 // fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
@@ -66,10 +72,13 @@ func (f *fileUserPath) cluster() string {
 
 func (f *fileUserPath) port() int { return 8080 }
 
+func (f *fileUserPath) close() {}
+
 // zkUserPath is a ZooKeeper holding Dubbo 2 providers (the layout of TestZooKeeperToIstiod:
 // dubboProviderOf), served by galleon-zookeeper --zk-layout dubbo. A change is what a provider
 // that moves does to ZooKeeper, in one transaction: its old node deleted, its new one created.
 type zkUserPath struct {
+	srv  *zktest.Server
 	conn *zk.Conn
 	// moving is the node of the target's moving provider now.
 	moving string
@@ -93,8 +102,8 @@ func (z *zkUserPath) setUp(tb testing.TB, ctx context.Context, services int) (st
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(conn.Close)
-	z.conn, z.targetIndex = conn, services
+	z.srv, z.conn, z.targetIndex = srv, conn, services
+	tb.Cleanup(z.close)
 	start := time.Now()
 	if err := z.write(ctx, services); err != nil {
 		tb.Fatalf("writing %d interfaces x %d providers: %v", services, userPathInstances, err)
@@ -182,3 +191,90 @@ func (z *zkUserPath) cluster() string {
 }
 
 func (z *zkUserPath) port() int { return greetingPort }
+
+func (z *zkUserPath) close() {
+	if z.conn != nil { // go-zookeeper's Close is not idempotent
+		z.conn.Close()
+		z.conn = nil
+	}
+	z.srv.Close()
+}
+
+// consulUserPath is a Consul agent's catalog (consultest.Register: /v1/txn) served by
+// galleon-consul with its defaults (no --consul-service-watches). Each instance has a passing
+// check; consulUserPathNode places it. A change is what a replaced instance does:
+// its registration deleted and the new one's (a new ID, the next address, its check) set, in one
+// transaction.
+type consulUserPath struct {
+	agent *consultest.Agent
+	// movingID is the target's moving instance's service ID now.
+	movingID, movingNode string
+	targetIndex          int
+}
+
+const (
+	consulUserPathTarget = "load-target"
+	consulUserPathPort   = 8080
+)
+
+// consulUserPathNode is the node of instance j of service i: a node (a machine with its agent)
+// hosts instance j of ten services. With every service's instance j on one node (10,000
+// services a node), registering 10,000 services had not finished after 12 minutes; with ten a
+// node it takes under two.
+func consulUserPathNode(i, j int) string { return fmt.Sprintf("node-%04d-%d", i/10, j) }
+
+func (c *consulUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
+	tb.Helper()
+	c.agent = consultest.Start(tb, consultest.Options{})
+	c.targetIndex = services
+	var instances []consultest.Instance
+	for i := range services + 1 {
+		name := fmt.Sprintf("svc-%05d", i)
+		if i == c.targetIndex {
+			name = consulUserPathTarget
+		}
+		for j := range userPathInstances {
+			instances = append(instances, consultest.Instance{
+				Node: consulUserPathNode(i, j), NodeAddress: filegen.InstanceAddr(i, j),
+				ID: fmt.Sprintf("%s-%d", name, j), Service: name, Address: filegen.InstanceAddr(i, j), Port: consulUserPathPort,
+				Check: "passing",
+			})
+		}
+	}
+	c.movingID = consulUserPathTarget + "-0"
+	c.movingNode = consulUserPathNode(c.targetIndex, 0)
+	start := time.Now()
+	if err := consultest.Register(ctx, c.agent, instances); err != nil {
+		tb.Fatalf("registering %d services x %d instances: %v", services, userPathInstances, err)
+	}
+	tb.Logf("Consul: %d services x %d instances and the target registered in %v", services, userPathInstances, time.Since(start).Round(time.Millisecond))
+	return "galleon-consul", []string{"--consul-address", c.agent.HTTPAddr}
+}
+
+func (c *consulUserPath) move(ctx context.Context, variant int) error {
+	id := fmt.Sprintf("%s-moved-%d", consulUserPathTarget, variant)
+	ops := []any{
+		map[string]any{"Service": map[string]any{"Verb": "delete", "Node": c.movingNode, "Service": map[string]any{"ID": c.movingID, "Service": consulUserPathTarget}}},
+		map[string]any{"Service": map[string]any{"Verb": "set", "Node": c.movingNode, "Service": map[string]any{
+			"ID": id, "Service": consulUserPathTarget, "Address": filegen.MoverAddr(variant), "Port": consulUserPathPort,
+		}}},
+		map[string]any{"Check": map[string]any{"Verb": "set", "Check": map[string]any{
+			"Node": c.movingNode, "CheckID": "service:" + id, "Name": "Service '" + consulUserPathTarget + "' check",
+			"Status": "passing", "ServiceID": id, "ServiceName": consulUserPathTarget,
+		}}},
+	}
+	if err := c.agent.Do(ctx, "PUT", "/v1/txn", ops, nil); err != nil {
+		return fmt.Errorf("replacing the target's instance %s by %s at %s: %w", c.movingID, id, filegen.MoverAddr(variant), err)
+	}
+	c.movingID = id
+	return nil
+}
+
+// cluster: galleon-consul's host is <service>.service.consul (docs/adapters/consul.md).
+func (c *consulUserPath) cluster() string {
+	return "outbound|" + strconv.Itoa(consulUserPathPort) + "||" + consulUserPathTarget + ".service.consul"
+}
+
+func (c *consulUserPath) port() int { return consulUserPathPort }
+
+func (c *consulUserPath) close() { c.agent.Close() }
