@@ -207,9 +207,9 @@ func (z *zkUserPath) close() {
 // transaction.
 type consulUserPath struct {
 	agent *consultest.Agent
-	// movingID is the target's moving instance's service ID now.
-	movingID, movingNode string
-	targetIndex          int
+	// moving is the target's moving instance now.
+	moving      consultest.Instance
+	targetIndex int
 }
 
 const (
@@ -223,26 +223,31 @@ const (
 // node it takes under two.
 func consulUserPathNode(i, j int) string { return fmt.Sprintf("node-%04d-%d", i/10, j) }
 
+// instance is instance j of generated service i (the target when i is
+// targetIndex), with a passing check.
+func (c *consulUserPath) instance(i, j int) consultest.Instance {
+	name := fmt.Sprintf("svc-%05d", i)
+	if i == c.targetIndex {
+		name = consulUserPathTarget
+	}
+	return consultest.Instance{
+		Node: consulUserPathNode(i, j), NodeAddress: filegen.InstanceAddr(i, j),
+		ID: fmt.Sprintf("%s-%d", name, j), Service: name, Address: filegen.InstanceAddr(i, j), Port: consulUserPathPort,
+		Check: "passing",
+	}
+}
+
 func (c *consulUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
 	tb.Helper()
 	c.agent = consultest.Start(tb, consultest.Options{})
 	c.targetIndex = services
 	var instances []consultest.Instance
 	for i := range services + 1 {
-		name := fmt.Sprintf("svc-%05d", i)
-		if i == c.targetIndex {
-			name = consulUserPathTarget
-		}
 		for j := range userPathInstances {
-			instances = append(instances, consultest.Instance{
-				Node: consulUserPathNode(i, j), NodeAddress: filegen.InstanceAddr(i, j),
-				ID: fmt.Sprintf("%s-%d", name, j), Service: name, Address: filegen.InstanceAddr(i, j), Port: consulUserPathPort,
-				Check: "passing",
-			})
+			instances = append(instances, c.instance(i, j))
 		}
 	}
-	c.movingID = consulUserPathTarget + "-0"
-	c.movingNode = consulUserPathNode(c.targetIndex, 0)
+	c.moving = c.instance(c.targetIndex, 0)
 	start := time.Now()
 	if err := consultest.Register(ctx, c.agent, instances); err != nil {
 		tb.Fatalf("registering %d services x %d instances: %v", services, userPathInstances, err)
@@ -252,21 +257,13 @@ func (c *consulUserPath) setUp(tb testing.TB, ctx context.Context, services int)
 }
 
 func (c *consulUserPath) move(ctx context.Context, variant int) error {
-	id := fmt.Sprintf("%s-moved-%d", consulUserPathTarget, variant)
-	ops := []any{
-		map[string]any{"Service": map[string]any{"Verb": "delete", "Node": c.movingNode, "Service": map[string]any{"ID": c.movingID, "Service": consulUserPathTarget}}},
-		map[string]any{"Service": map[string]any{"Verb": "set", "Node": c.movingNode, "Service": map[string]any{
-			"ID": id, "Service": consulUserPathTarget, "Address": filegen.MoverAddr(variant), "Port": consulUserPathPort,
-		}}},
-		map[string]any{"Check": map[string]any{"Verb": "set", "Check": map[string]any{
-			"Node": c.movingNode, "CheckID": "service:" + id, "Name": "Service '" + consulUserPathTarget + "' check",
-			"Status": "passing", "ServiceID": id, "ServiceName": consulUserPathTarget,
-		}}},
+	next := c.moving
+	next.ID = fmt.Sprintf("%s-moved-%d", consulUserPathTarget, variant)
+	next.Address = filegen.MoverAddr(variant)
+	if err := consultest.Replace(ctx, c.agent, c.moving, next); err != nil {
+		return fmt.Errorf("replacing the target's instance %s by %s at %s: %w", c.moving.ID, next.ID, next.Address, err)
 	}
-	if err := c.agent.Do(ctx, "PUT", "/v1/txn", ops, nil); err != nil {
-		return fmt.Errorf("replacing the target's instance %s by %s at %s: %w", c.movingID, id, filegen.MoverAddr(variant), err)
-	}
-	c.movingID = id
+	c.moving = next
 	return nil
 }
 

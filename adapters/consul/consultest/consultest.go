@@ -504,18 +504,7 @@ func Register(ctx context.Context, a *Agent, instances []Instance) error {
 	var batches [][]any
 	var cur []any
 	for _, in := range instances {
-		ops := []any{map[string]any{"Service": map[string]any{
-			"Verb": "set", "Node": in.Node, "Service": serviceBody(in),
-		}}}
-		if in.Check != "" {
-			ops = append(ops, map[string]any{"Check": map[string]any{
-				"Verb": "set", "Check": map[string]any{
-					"Node": in.Node, "CheckID": in.CheckID(), "Name": "Service '" + in.Service + "' check",
-					"Status": in.Check, "ServiceID": in.serviceID(), "ServiceName": in.Service,
-					"Output": "registered by consultest",
-				},
-			}})
-		}
+		ops := setOps(in)
 		if len(cur)+len(ops) > TxnOpsPerRequest {
 			batches = append(batches, cur)
 			cur = nil
@@ -526,6 +515,37 @@ func Register(ctx context.Context, a *Agent, instances []Instance) error {
 		batches = append(batches, cur)
 	}
 	return runTxns(ctx, a, batches)
+}
+
+// setOps are the /v1/txn operations that register instance in: its service, and its check if
+// it has one.
+func setOps(in Instance) []any {
+	ops := []any{map[string]any{"Service": map[string]any{
+		"Verb": "set", "Node": in.Node, "Service": serviceBody(in),
+	}}}
+	if in.Check != "" {
+		ops = append(ops, map[string]any{"Check": map[string]any{
+			"Verb": "set", "Check": map[string]any{
+				"Node": in.Node, "CheckID": in.CheckID(), "Name": "Service '" + in.Service + "' check",
+				"Status": in.Check, "ServiceID": in.serviceID(), "ServiceName": in.Service,
+				"Output": "registered by consultest",
+			},
+		}})
+	}
+	return ops
+}
+
+// Replace deregisters instance old (its service, and with it its checks) and registers in, in
+// one /v1/txn: what a replaced instance does to the catalog, seen by watchers as one change.
+// Both instances' nodes must exist already (Register made them).
+func Replace(ctx context.Context, a *Agent, old, in Instance) error {
+	del := map[string]any{"Service": map[string]any{
+		"Verb": "delete", "Node": old.Node, "Service": map[string]any{"ID": old.serviceID(), "Service": old.Service},
+	}}
+	if err := txn(ctx, a, append([]any{del}, setOps(in)...)); err != nil {
+		return fmt.Errorf("consultest.Replace: %w", err)
+	}
+	return nil
 }
 
 // Deregister removes a service instance, and its checks, from the catalog (PUT
