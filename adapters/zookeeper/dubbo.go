@@ -134,9 +134,13 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 		return endpoint{}, err
 	}
 	q := pu.params
+	// The address is the ID's host part, not a string of its own: one allocation per provider
+	// less (JoinHostPort puts an IPv6 address in brackets).
+	instID := net.JoinHostPort(pu.ip, strconv.Itoa(int(pu.port)))
+	at := strings.Index(instID, pu.ip)
 	e := endpoint{kind: kindDubbo, inst: model.Instance{
-		ID:      net.JoinHostPort(pu.ip, strconv.Itoa(int(pu.port))),
-		Address: pu.ip,
+		ID:      instID,
+		Address: instID[at : at+len(pu.ip)],
 		Health:  model.Healthy,
 	}}
 	if w := q.Get("weight"); w != "" {
@@ -156,7 +160,7 @@ func (d dubbo) parseInstance(iface, id string, _ []byte) (endpoint, error) {
 	group, version := q.Get("group"), q.Get("version")
 	// Copies: group and version are substrings of the decoded URL, which is not kept.
 	group, version = strings.Clone(group), strings.Clone(version)
-	e.svc = hostData{Name: dubboreg.ServiceName(iface, group, version), Interface: iface, Group: group, Version: version}
+	e.svc = &hostData{Name: dubboreg.ServiceName(iface, group, version), Interface: iface, Group: group, Version: version}
 	return e, nil
 }
 
@@ -274,8 +278,8 @@ func (o override) applies(e *endpoint) bool {
 		return false
 	}
 	return (o.application == "" || o.application == e.inst.Labels["application"]) &&
-		(o.group == "" || o.group == e.svc.Group) &&
-		(o.version == "" || o.version == e.svc.Version)
+		(o.group == "" || o.group == e.host().Group) &&
+		(o.version == "" || o.version == e.host().Version)
 }
 
 // withOverrides returns e as the rules make it. Like Dubbo, rules for every host apply first and

@@ -87,7 +87,7 @@ func (d dubbo3) finish(app string, e endpoint, ci *curatorInstance) (endpoint, e
 		e.ports = []model.Port{d.protocols.Port(uint32(*ci.Port), "dubbo")} // checked by curator
 	}
 	e.inst.Labels = dubboreg.Labels(e.inst.Labels, nil)
-	e.svc = hostData{Name: dubboreg.ServiceName(app, "", "")}
+	e.svc = &hostData{Name: dubboreg.ServiceName(app, "", "")}
 	return e, nil
 }
 

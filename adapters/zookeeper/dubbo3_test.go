@@ -226,8 +226,8 @@ func TestParseDubbo3Instance(t *testing.T) {
 			if !slices.Equal(e.ports, tc.ports) {
 				t.Errorf("ports = %v, want %v", e.ports, tc.ports)
 			}
-			if svc := cmpOr(tc.svc, app); e.svc != (hostData{Name: svc}) {
-				t.Errorf("service = %+v, want name %q", e.svc, svc)
+			if svc := cmpOr(tc.svc, app); e.host() != (hostData{Name: svc}) {
+				t.Errorf("service = %+v, want name %q", e.host(), svc)
 			}
 		})
 	}

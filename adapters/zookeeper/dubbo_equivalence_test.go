@@ -43,7 +43,7 @@ func TestDubboEquivalence(t *testing.T) {
 			}
 			var ls labelSets
 			eps = d.merge(eps, &ls)
-			hd := eps[0].svc
+			hd := eps[0].host()
 			hd.Namespace = e.Namespace
 			svc, _, ok, err := mapService(hd, host, eps, portMemory{})
 			if !ok || err != nil {
@@ -64,7 +64,7 @@ func TestDubboEquivalence(t *testing.T) {
 				}
 				eps = append(eps, &ep)
 			}
-			hd := eps[0].svc
+			hd := eps[0].host()
 			hd.Namespace = e.Namespace
 			svc, _, ok, err := mapService(hd, host, eps, portMemory{})
 			if !ok || err != nil {

@@ -91,8 +91,8 @@ func TestParseDubboProvider(t *testing.T) {
 			if len(e.ports) != 1 || e.ports[0] != tc.port {
 				t.Errorf("ports = %v, want [%v]", e.ports, tc.port)
 			}
-			if e.svc != tc.svc {
-				t.Errorf("service = %+v, want %+v", e.svc, tc.svc)
+			if e.host() != tc.svc {
+				t.Errorf("service = %+v, want %+v", e.host(), tc.svc)
 			}
 		})
 	}

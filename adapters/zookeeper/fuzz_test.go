@@ -69,7 +69,7 @@ func checkDecoded(t *testing.T, what, raw string, n int, e endpoint, err error, 
 		t.Fatalf("%s: %d ports", what, len(e.ports))
 	}
 	tmpl := template.Must(template.New("h").Parse(DefaultHostTemplate))
-	name := e.svc.Name
+	name := e.host().Name
 	if name == "" {
 		name = "fuzz"
 	}

@@ -46,10 +46,19 @@ type endpoint struct {
 	inst  model.Instance
 	ports []model.Port
 	// svc names the service the instance belongs to, when a service znode holds several
-	// (Dubbo: one per group and version); its zero value means the service znode's own name.
-	svc hostData
+	// (Dubbo: one per group and version); nil means the service znode's own name. Shared by
+	// the instances of a service (sharedParts): never modified.
+	svc *hostData
 	// kind is the layout the node was read as: in a root Curator and Dubbo 3 share, each node's.
 	kind layoutKind
+}
+
+// host is the service e names (the zero value for the service znode's own).
+func (e *endpoint) host() hostData {
+	if e.svc == nil {
+		return hostData{}
+	}
+	return *e.svc
 }
 
 // Spring Cloud Zookeeper's status metadata (StatusConstants).
@@ -255,6 +264,9 @@ func mapService(hd hostData, host *template.Template, endpoints []*endpoint, mem
 	// Instances in ID order, so that a port the instances disagree on takes the protocol of the
 	// smallest ID, whatever order the nodes were read in.
 	slices.SortFunc(endpoints, func(a, b *endpoint) int { return strings.Compare(a.inst.ID, b.inst.ID) })
+	// The Sink keeps the slice: no spare capacity (append's doubling left a third of it
+	// unused).
+	svc.Instances = make([]model.Instance, 0, len(endpoints))
 	byNumber := map[uint32]model.Port{}
 	for _, e := range endpoints {
 		// inst.Labels is shared, not copied: neither the adapter nor the Sink modifies it (see

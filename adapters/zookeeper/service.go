@@ -2,9 +2,11 @@ package zookeeper
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/galleon-mesh/galleon/model"
 	"github.com/galleon-mesh/galleon/registry"
 )
 
@@ -73,6 +75,71 @@ func (ls *labelSets) prune(nodes map[string]*node) {
 		}
 	}
 	maps.DeleteFunc(ls.sets, func(k string, _ map[string]string) bool { return !used[k] })
+}
+
+// sharedParts keeps one copy of each distinct host data and single port of the instances of
+// every service, for the reason labelSets keeps label sets: the providers of one Dubbo
+// interface name the same service and, mostly, all use one port, and a copy of each per provider
+// was a fifth of the adapter's own live heap at 100,000 providers (docs/benchmarks.md,
+// galleon-bench zookeeper). One table for all services, not one each: a map per service cost
+// more than the copies it saved. What it hands out is never modified.
+type sharedParts struct {
+	hosts map[hostData]*hostData
+	ports map[model.Port][]model.Port
+	// live is how many entries the last prune kept: the next prunes once the tables hold
+	// twice as many, so that its cost (every node) is amortised over the shares that grew them.
+	live int
+}
+
+// share makes e's host data and (single) port list the stored copies equal to them.
+func (sp *sharedParts) share(e *endpoint) {
+	if e.svc != nil {
+		if have, ok := sp.hosts[*e.svc]; ok {
+			e.svc = have
+		} else {
+			if sp.hosts == nil {
+				sp.hosts = map[hostData]*hostData{}
+			}
+			sp.hosts[*e.svc] = e.svc
+		}
+	}
+	if len(e.ports) == 1 {
+		if have, ok := sp.ports[e.ports[0]]; ok {
+			e.ports = have
+		} else {
+			if sp.ports == nil {
+				sp.ports = map[model.Port][]model.Port{}
+			}
+			e.ports = slices.Clip(e.ports)
+			sp.ports[e.ports[0]] = e.ports
+		}
+	}
+}
+
+// prune drops the entries no node uses any more, once the tables have doubled since the last
+// prune.
+func (sp *sharedParts) prune(services map[string]*service) {
+	if len(sp.hosts)+len(sp.ports) <= 2*sp.live+64 {
+		return
+	}
+	hosts := make(map[*hostData]bool, len(sp.hosts))
+	ports := make(map[model.Port]bool, len(sp.ports))
+	for _, s := range services {
+		for _, n := range s.nodes {
+			if n.good == nil {
+				continue
+			}
+			if n.good.svc != nil {
+				hosts[n.good.svc] = true
+			}
+			if len(n.good.ports) == 1 {
+				ports[n.good.ports[0]] = true
+			}
+		}
+	}
+	maps.DeleteFunc(sp.hosts, func(_ hostData, v *hostData) bool { return !hosts[v] })
+	maps.DeleteFunc(sp.ports, func(k model.Port, _ []model.Port) bool { return !ports[k] })
+	sp.live = len(sp.hosts) + len(sp.ports)
 }
 
 // labelKey is a canonical form of a label set (registry.AppendLabelKey).

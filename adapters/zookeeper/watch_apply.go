@@ -243,6 +243,7 @@ func (w *watcher) parse(sp, id string, n *node, data []byte) {
 	switch {
 	case err == nil:
 		e.inst.Labels = w.services[sp].labels.intern(e.inst.Labels)
+		w.parts.share(&e)
 		n.good, n.err = &e, nil
 	case errors.Is(err, errNotInstance):
 		n.good, n.err = nil, nil

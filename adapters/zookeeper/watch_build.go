@@ -15,6 +15,7 @@ import (
 // of those a build touched: the next in line for a name whose service went, claims.go).
 func (w *watcher) build() {
 	now := time.Now()
+	defer w.parts.prune(w.services)
 	for len(w.touched) > 0 {
 		sps := slices.Sorted(maps.Keys(w.touched))
 		clear(w.touched)
@@ -108,7 +109,7 @@ func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoin
 			continue
 		}
 		good := withOverrides(n.good, s.overrides)
-		hd := good.svc
+		hd := good.host()
 		if hd.Name == "" {
 			hd.Name = name
 		}

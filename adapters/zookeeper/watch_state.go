@@ -55,6 +55,8 @@ type watcher struct {
 	// claims are the services served, by name, with the service znodes that map to each
 	// (claims.go).
 	claims map[string][]claimant
+	// parts are the host data and ports the instances share (sharedParts).
+	parts sharedParts
 	// changed: something was told to the Reconciler since the last Flush.
 	changed bool
 	// touched: services whose nodes changed since they were last built.
