@@ -442,6 +442,23 @@ func TestDubboDuplicateProvider(t *testing.T) {
 		err, seen := lastErr(events)
 		return seen && err == nil
 	})
+	// The first comes back while the second is served alone, its name not kept (node.name):
+	// the listing that adds the first names both, the first is served again and the second
+	// rejected under its own name again.
+	if err := w.set(iface, first, second); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, waitTimeout, func(st map[model.ServiceKey]model.Service) bool {
+		svc, ok := st[key(name)]
+		return ok && len(svc.Instances) == 1 && svc.Instances[0].Labels["application"] == "a"
+	})
+	rec.WaitForEvents(t, waitTimeout, func(events []registrytest.Event) bool {
+		err, _ := lastErr(events)
+		return err != nil
+	})
+	if err, _ := lastErr(rec.Events()); !strings.Contains(err.Error(), "also registered by node "+url.QueryEscape(first)) {
+		t.Errorf("the duplicate's rejection does not name the node served (%s): %v", url.QueryEscape(first), err)
+	}
 	if err := rec.Check(); err != nil {
 		t.Fatal(err)
 	}

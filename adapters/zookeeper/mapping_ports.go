@@ -43,7 +43,7 @@ type refusal struct {
 // maxServicePorts. The ports served already (served) go first, so that instances serving them
 // keep being served while a newcomer with yet another port is refused; then the instances in
 // the order given, which the caller makes independent of the order the nodes were read in
-// (node name order). A service within the limits costs one pass over its ports.
+// (instance ID order). A service within the limits costs one pass over its ports.
 func admitPorts(eps []*endpoint, served []model.Port) (kept []*endpoint, refused []refusal) {
 	numbers := map[uint32]bool{}
 	valid := true

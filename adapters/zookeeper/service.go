@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -12,7 +13,11 @@ import (
 
 // service is what the adapter knows of one service znode.
 type service struct {
-	nodes map[string]*node // by instance id
+	// nodes are its instance nodes, by a hash of their name (nodeHasher): a Dubbo 2 provider's
+	// name is its whole URL, ~420 bytes, and the names were a quarter of the adapter's live
+	// heap at 100,000 providers (docs/benchmarks.md, galleon-bench zookeeper). A node keeps its
+	// name (node.name) only where it is needed: see node.
+	nodes map[nodeHash]*node
 	// served are the services built from this znode, by layout and name, with the ports
 	// reported last (kept when the last instance leaves): one in the Curator layout, one per
 	// group and version in the Dubbo layout, one per layout in a root Curator and Dubbo 3
@@ -64,7 +69,7 @@ func (ls *labelSets) intern(m map[string]string) map[string]string {
 
 // prune drops the sets no node uses any more, once the table holds more sets than nodes: the
 // cost is amortised over the interns that grew it.
-func (ls *labelSets) prune(nodes map[string]*node) {
+func (ls *labelSets) prune(nodes map[nodeHash]*node) {
 	if len(ls.sets) <= len(nodes)+8 {
 		return
 	}
@@ -158,4 +163,26 @@ type served struct {
 type node struct {
 	good *endpoint
 	err  error
+	// name is the node's name, kept where it is needed: in a layout that reads the nodes' data
+	// (their reads and watches are by name); for a node not well-formed (its record names it);
+	// and for a Dubbo 2 provider that shares its instance ID with another of its service (the
+	// first in name order is served: markDuplicates) or was refused a port (its record names
+	// it: wantName). Once kept it stays. Elsewhere "": the name is the content, parsed.
+	name string
+	// wantName: the node was refused a port before its name was kept; the next listing of its
+	// service keeps it, and the build after reports the refusal under it.
+	wantName bool
+}
+
+// nodeHash is a node's key: 128 bits of two hashes of its name, seeded per process, so that
+// two names of one service never share a key in practice and nobody can make them.
+type nodeHash struct{ a, b uint64 }
+
+// nodeHasher hashes node names; its seeds are chosen when the watcher is made.
+type nodeHasher struct{ a, b maphash.Seed }
+
+func newNodeHasher() nodeHasher { return nodeHasher{maphash.MakeSeed(), maphash.MakeSeed()} }
+
+func (h nodeHasher) of(name string) nodeHash {
+	return nodeHash{maphash.String(h.a, name), maphash.String(h.b, name)}
 }

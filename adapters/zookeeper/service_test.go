@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"fmt"
+	"net/url"
 	"testing"
 
 	"github.com/galleon-mesh/galleon/model"
@@ -34,7 +35,7 @@ func TestSharedParts(t *testing.T) {
 	for i := range 100 {
 		sp.share(provider(fmt.Sprint("gone-", i), uint32(30000+i)))
 	}
-	services := map[string]*service{"/dubbo/demo": {nodes: map[string]*node{"a": {good: a}, "c": {good: c}, "bad": {}}}}
+	services := map[string]*service{"/dubbo/demo": {nodes: map[nodeHash]*node{{1, 1}: {good: a}, {2, 2}: {good: c}, {3, 3}: {}}}}
 	sp.prune(services)
 	if len(sp.hosts) != 2 || len(sp.ports) != 2 || sp.hosts[*a.svc] != a.svc || sp.hosts[*c.svc] != c.svc {
 		t.Errorf("after the prune: %d host data, %d ports, want the 2 and 2 in use", len(sp.hosts), len(sp.ports))
@@ -49,5 +50,36 @@ func TestSharedParts(t *testing.T) {
 	sp.prune(services)
 	if _, ok := sp.hosts[hostData{Name: "providers:demo:gone-again", Interface: "demo", Version: "gone-again"}]; !ok {
 		t.Error("pruned before the tables doubled")
+	}
+}
+
+// TestMarkDuplicates: of the nameless providers of a service, those that share their service
+// and instance ID with another get their names from the listing; the others stay nameless.
+func TestMarkDuplicates(t *testing.T) {
+	w := &watcher{hash: newNodeHasher()}
+	d := newDubbo(nil)
+	s := &service{nodes: map[nodeHash]*node{}}
+	urls := []string{
+		"dubbo://10.0.0.1:20880/x.Dup?application=a",
+		"dubbo://10.0.0.1:20880/x.Dup?application=b",             // the same instance as a
+		"dubbo://10.0.0.1:20880/x.Dup?application=c&version=2.0", // another service: no duplicate
+		"dubbo://10.0.0.2:20880/x.Dup?application=a",             // another instance
+	}
+	var children []string
+	for _, u := range urls {
+		name := url.QueryEscape(u)
+		e, err := d.parseInstance("x.Dup", name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, name)
+		s.nodes[w.hash.of(name)] = &node{good: &e}
+	}
+	w.markDuplicates(s, children)
+	for i, name := range children {
+		n := s.nodes[w.hash.of(name)]
+		if want := i < 2; (n.name == name) != want || (n.name != "" && n.name != name) || n.wantName {
+			t.Errorf("%s: name %q (wantName %v), want it kept: %v", urls[i], n.name, n.wantName, want)
+		}
 	}
 }

@@ -344,7 +344,7 @@ func (w *watcher) watchFired(p string, et zk.EventType) {
 		id := path.Base(p)
 		// A deleted instance node is not read: its service's children watch fired in the
 		// same transaction (or already had), and that read removes it.
-		if _, known := w.services[sp].nodes[id]; known && et != zk.EventNodeDeleted {
+		if w.nodeOf(w.services[sp], id) != nil && et != zk.EventNodeDeleted {
 			w.dirty.node[nodeKey{sp, id}] = true
 		}
 	}
@@ -392,7 +392,7 @@ func (w *watcher) markService(sp string, s *service) {
 	if !t.layout.readsData() {
 		return // the nodes' names are their content: the children read covers them
 	}
-	for id := range s.nodes {
-		w.dirty.node[nodeKey{sp, id}] = true
+	for _, n := range s.nodes {
+		w.dirty.node[nodeKey{sp, n.name}] = true // a layout that reads data keeps every name
 	}
 }

@@ -1,11 +1,13 @@
 package zookeeper
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
+	"strings"
 
 	"github.com/galleon-mesh/galleon/registry"
 )
@@ -72,7 +74,7 @@ func (w *watcher) listed(sp string) {
 		w.markService(sp, s)
 	case !ok:
 		t, name := w.split(sp)
-		w.services[sp] = &service{nodes: map[string]*node{}, served: map[servedKey]*served{}}
+		w.services[sp] = &service{nodes: map[nodeHash]*node{}, served: map[servedKey]*served{}}
 		w.byPath[t.ins(name)] = sp
 		w.byPath[sp] = sp
 		w.dirty.svc[sp] = true
@@ -123,34 +125,91 @@ func (w *watcher) applyInstances(j *job) {
 		w.roots[t.root].dirty = true
 		return
 	}
-	ids := map[string]bool{}
+	seen := make(map[nodeHash]bool, len(j.children))
+	added := false
 	for _, id := range j.children {
 		if len(id) > maxNodeName {
-			w.overlongNode(j.name, s, id, ids)
+			w.overlongNode(j.name, s, id, seen)
 			continue
 		}
-		ids[id] = true
-		if _, ok := s.nodes[id]; !ok {
-			w.newNode(j.name, s, id)
+		k := w.hash.of(id)
+		seen[k] = true
+		switch n, ok := s.nodes[k]; {
+		case !ok:
+			w.newNode(j.name, s, k, id)
+			added = true
+		case n.wantName:
+			n.name, n.wantName = id, false
 		}
 	}
-	for id := range s.nodes {
-		if !ids[id] {
-			w.removeNode(j.name, id)
+	for k, n := range s.nodes {
+		if !seen[k] {
+			w.removeNode(j.name, k, n)
 		}
+	}
+	if added && !t.layout.readsData() {
+		w.markDuplicates(s, j.children)
 	}
 	w.touch(j.name)
 }
 
-// newNode records instance node id of service znode sp, just listed: its data is to be read, or
-// (Dubbo 2) its name is its content.
-func (w *watcher) newNode(sp string, s *service, id string) {
-	s.nodes[id] = &node{}
+// newNode records instance node id (key k) of service znode sp, just listed: its data is to be
+// read, or (Dubbo 2) its name is its content.
+func (w *watcher) newNode(sp string, s *service, k nodeHash, id string) {
+	n := &node{}
+	s.nodes[k] = n
 	if t, _ := w.split(sp); t.layout.readsData() {
+		n.name = id
 		w.dirty.node[nodeKey{sp, id}] = true
 	} else {
-		w.parse(sp, id, s.nodes[id], nil)
+		w.parse(sp, id, n, nil)
 	}
+}
+
+// markDuplicates keeps the names of the well-formed nodes of s that share their service and
+// instance ID with another (endpoints serves the first of them in name order, and names the
+// others' records), from the listing (children) that just added nodes to s: a duplicate can
+// only appear with a new node, since a Dubbo 2 node's content is its name.
+func (w *watcher) markDuplicates(s *service, children []string) {
+	var good []*node
+	for _, n := range s.nodes {
+		if n.good != nil {
+			good = append(good, n)
+		}
+	}
+	slices.SortFunc(good, func(a, b *node) int { return compareInstance(a.good, b.good) })
+	missing := false
+	for i := 1; i < len(good); i++ {
+		if compareInstance(good[i-1].good, good[i].good) != 0 {
+			continue
+		}
+		for _, n := range good[i-1 : i+1] {
+			if n.name == "" {
+				n.wantName, missing = true, true
+			}
+		}
+	}
+	if !missing {
+		return
+	}
+	for _, id := range children {
+		if n := s.nodes[w.hash.of(id)]; n != nil && n.wantName {
+			n.name, n.wantName = id, false
+		}
+	}
+}
+
+// compareInstance orders endpoints by the service they belong to (layout, then name: "" the
+// service znode's own), then instance ID; 0 for the same instance of one service.
+func compareInstance(a, b *endpoint) int {
+	return cmp.Or(cmp.Compare(a.kind, b.kind), strings.Compare(a.host().Name, b.host().Name), strings.Compare(a.inst.ID, b.inst.ID))
+}
+
+// needName asks for the name of node n of service znode sp (a nameless Dubbo 2 provider
+// whose record must be reported): the next listing of sp keeps it (applyInstances).
+func (w *watcher) needName(sp string, n *node) {
+	n.wantName = true
+	w.dirty.svc[sp] = true
 }
 
 // applyNode records the data of an instance node.
@@ -160,8 +219,8 @@ func (w *watcher) applyNode(j *job) {
 	if !ok {
 		return
 	}
-	n, ok := s.nodes[j.id]
-	if !ok {
+	n := w.nodeOf(s, j.id)
+	if n == nil {
 		return
 	}
 	t, name := w.split(j.name)
@@ -176,7 +235,7 @@ func (w *watcher) applyNode(j *job) {
 		err := w.retryLater(laterRead{name: j.name, id: j.id}, rec, j.err)
 		n.err = bad(reasonRead, fmt.Errorf("cannot read the node: %w", err))
 	case !j.exists:
-		w.removeNode(j.name, j.id)
+		w.removeNode(j.name, w.hash.of(j.id), n)
 		w.touch(j.name)
 		return
 	case len(j.data) > maxNodeData:
@@ -192,14 +251,15 @@ func (w *watcher) applyNode(j *job) {
 
 // overlongNode records an instance znode whose name is longer than maxNodeName: rejected, under
 // its name Cut (the same every listing, so that its deletion is seen), never read or parsed.
-func (w *watcher) overlongNode(sp string, s *service, id string, ids map[string]bool) {
+func (w *watcher) overlongNode(sp string, s *service, id string, seen map[nodeHash]bool) {
 	key := registry.Cut(id, registry.MaxRecordLen)
-	ids[key] = true
-	if _, ok := s.nodes[key]; ok {
+	k := w.hash.of(key)
+	seen[k] = true
+	if _, ok := s.nodes[k]; ok {
 		return
 	}
-	n := &node{err: bad(reasonSize, fmt.Errorf("the node's name is %d bytes, more than the %d an instance's may be", len(id), maxNodeName))}
-	s.nodes[key] = n
+	n := &node{err: bad(reasonSize, fmt.Errorf("the node's name is %d bytes, more than the %d an instance's may be", len(id), maxNodeName)), name: key}
+	s.nodes[k] = n
 	t, name := w.split(sp)
 	w.report(t.ins(name)+"/"+key, n)
 }
@@ -250,6 +310,9 @@ func (w *watcher) parse(sp, id string, n *node, data []byte) {
 	default:
 		n.err = err
 	}
+	if n.good == nil {
+		n.name = id // its record is reported (node.name)
+	}
 	if n.err == nil && w.rec.Rejected() == 0 {
 		w.changed = true // report's accept, without building the record (accept)
 		return
@@ -294,22 +357,28 @@ func (w *watcher) touch(name string) {
 	w.changed = true
 }
 
-func (w *watcher) removeNode(sp, id string) {
-	s := w.services[sp]
-	delete(s.nodes, id)
-	delete(w.dirty.node, nodeKey{sp, id})
+// removeNode forgets node n (key k) of service znode sp, and clears its records.
+func (w *watcher) removeNode(sp string, k nodeHash, n *node) {
+	delete(w.services[sp].nodes, k)
+	w.changed = true
+	if n.name == "" {
+		return // a node without its name kept was never reported rejected (node.name)
+	}
+	delete(w.dirty.node, nodeKey{sp, n.name})
 	t, name := w.split(sp)
-	rec := t.ins(name) + "/" + id
+	rec := t.ins(name) + "/" + n.name
 	w.accept(rec)
 	w.accept(rec + " (duplicate)")
-	w.changed = true
 }
+
+// nodeOf is instance node id of service s, nil when s has none by that name.
+func (w *watcher) nodeOf(s *service, id string) *node { return s.nodes[w.hash.of(id)] }
 
 func (w *watcher) removeService(sp string) {
 	s := w.services[sp]
 	t, name := w.split(sp)
-	for id := range s.nodes {
-		w.removeNode(sp, id)
+	for k, n := range s.nodes {
+		w.removeNode(sp, k, n)
 	}
 	if p := t.ovr(name); p != "" {
 		w.accept(p)

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/galleon-mesh/galleon/model"
@@ -43,8 +44,9 @@ func (w *watcher) buildService(sp string, s *service, now time.Time) {
 	t, name := w.split(sp)
 	s.labels.prune(s.nodes)
 	eps, hds, ids := w.endpoints(sp, s)
-	// Each instance's contribution to its service's ports, in node name order: an
-	// instance that would make its service invalid is left out, its node rejected.
+	// Each instance's contribution to its service's ports, in instance ID order: an
+	// instance that would make its service invalid is left out, its node rejected (once its
+	// name is known: a Dubbo 2 provider's is read again, needName).
 	for sn, list := range eps {
 		var served []model.Port
 		if sv := s.served[sn]; sv != nil {
@@ -52,7 +54,11 @@ func (w *watcher) buildService(sp string, s *service, now time.Time) {
 		}
 		kept, refused := admitPorts(list, served)
 		for _, r := range refused {
-			w.reject(w.dupRecord(sp, ids[sn][r.e.inst.ID]), r.err)
+			if n := ids[sn][r.e.inst.ID]; n.name != "" {
+				w.reject(w.dupRecord(sp, n.name), r.err)
+			} else {
+				w.needName(sp, n)
+			}
 		}
 		eps[sn] = kept
 	}
@@ -88,26 +94,33 @@ func (w *watcher) acceptDup(sp, id string) {
 }
 
 // endpoints sorts the well-formed instances of service znode sp, with its overrides applied,
-// by the service they belong to (eps), with the host data of each service: those built before
-// (each stays, without instances, until the service znode goes) and those of the instances
-// (hds). ids names the node of each instance ID served, by service.
-func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoint, hds map[servedKey]hostData, ids map[servedKey]map[string]string) {
+// by the service they belong to (eps, each in instance ID order), with the host data of each
+// service: those built before (each stays, without instances, until the service znode goes)
+// and those of the instances (hds). ids names the node of each instance ID served, by service.
+func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoint, hds map[servedKey]hostData, ids map[servedKey]map[string]*node) {
 	name := path.Base(sp)
 	eps = map[servedKey][]*endpoint{}
 	hds = map[servedKey]hostData{}
 	for sn, sv := range s.served {
 		hds[sn] = sv.hd
 	}
-	// Nodes in name order, so that of two nodes for the same instance ID (Dubbo: two
-	// provider URLs with the same ip:port that differ in parameters) the same one is served
-	// every time; the other is rejected until it is the only one.
-	ids = map[servedKey]map[string]string{} // service -> instance ID -> node
-	for _, id := range slices.Sorted(maps.Keys(s.nodes)) {
-		n := s.nodes[id]
+	// Nodes in instance ID order and, of two nodes for the same instance ID (Dubbo: two
+	// provider URLs with the same ip:port that differ in parameters), in name order, so that
+	// the same one is served every time; the other is rejected until it is the only one. Both
+	// have their names (markDuplicates; a layout that reads data keeps every name).
+	nodes := make([]*node, 0, len(s.nodes))
+	for _, n := range s.nodes {
 		if n.good == nil {
-			w.acceptDup(sp, id)
+			w.acceptDup(sp, n.name)
 			continue
 		}
+		nodes = append(nodes, n)
+	}
+	slices.SortFunc(nodes, func(a, b *node) int {
+		return cmp.Or(strings.Compare(a.good.inst.ID, b.good.inst.ID), strings.Compare(a.name, b.name))
+	})
+	ids = map[servedKey]map[string]*node{} // service -> instance ID -> node
+	for _, n := range nodes {
 		good := withOverrides(n.good, s.overrides)
 		hd := good.host()
 		if hd.Name == "" {
@@ -116,14 +129,21 @@ func (w *watcher) endpoints(sp string, s *service) (eps map[servedKey][]*endpoin
 		hd.Namespace = w.r.cfg.Namespace
 		k := servedKey{good.kind, hd.Name}
 		if ids[k] == nil {
-			ids[k] = map[string]string{}
+			ids[k] = map[string]*node{}
 		}
 		if first, dup := ids[k][good.inst.ID]; dup {
-			w.reject(w.dupRecord(sp, id), bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first))))
+			if n.name == "" || first.name == "" { // not expected (markDuplicates): read them
+				w.needName(sp, n)
+				w.needName(sp, first)
+				continue
+			}
+			w.reject(w.dupRecord(sp, n.name), bad(reasonDuplicate, fmt.Errorf("instance %s of service %s is also registered by node %s, which is served", good.inst.ID, hd.Name, redactURL(first.name))))
 			continue
 		}
-		w.acceptDup(sp, id)
-		ids[k][good.inst.ID] = id
+		if n.name != "" {
+			w.acceptDup(sp, n.name)
+		}
+		ids[k][good.inst.ID] = n
 		eps[k] = append(eps[k], good)
 		hds[k] = hd
 	}

@@ -49,7 +49,7 @@ func (w *watcher) tooBig(b bigAnswer) bool {
 	switch {
 	case r.id != "":
 		delete(w.dirty.node, nodeKey{r.name, r.id})
-		n := w.services[r.name].nodes[r.id]
+		n := w.nodeOf(w.services[r.name], r.id)
 		err = w.retryLater(r, b.path, err)
 		n.err = bad(reasonSize, fmt.Errorf("cannot read the node: %w", err))
 		w.report(b.path, n)
@@ -73,7 +73,7 @@ func (w *watcher) readOf(p string, op int32) (laterRead, bool) {
 	}
 	if name, ok := w.byPath[path.Dir(p)]; ok && op == opGetData {
 		id := path.Base(p)
-		if w.services[name].nodes[id] != nil {
+		if w.nodeOf(w.services[name], id) != nil {
 			return laterRead{name: name, id: id}, true
 		}
 	}

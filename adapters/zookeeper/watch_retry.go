@@ -248,7 +248,7 @@ func (w *watcher) laterDue() {
 	var next time.Time
 	for r, st := range w.later.reads {
 		s, ok := w.services[r.name]
-		if r.name != "" && (!ok || (r.id != "" && s.nodes[r.id] == nil)) {
+		if r.name != "" && (!ok || (r.id != "" && w.nodeOf(s, r.id) == nil)) {
 			delete(w.later.reads, r)
 			w.countLater(st.cause, -1)
 			continue

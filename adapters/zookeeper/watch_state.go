@@ -55,6 +55,8 @@ type watcher struct {
 	// claims are the services served, by name, with the service znodes that map to each
 	// (claims.go).
 	claims map[string][]claimant
+	// hash keys the instance nodes (service.nodes).
+	hash nodeHasher
 	// parts are the host data and ports the instances share (sharedParts).
 	parts sharedParts
 	// changed: something was told to the Reconciler since the last Flush.
@@ -205,6 +207,7 @@ func newWatcher(r *Registry, sink registry.Sink) *watcher {
 			ovr:  map[string]bool{},
 			node: map[nodeKey]bool{},
 		},
+		hash:     newNodeHasher(),
 		changed:  true,
 		later:    laterReads{reads: map[laterRead]*retryState{}, unreadable: unreadableLog{log: r.log}},
 		retiring: retirement{due: map[string]time.Time{}},
