@@ -14,6 +14,7 @@ import (
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
+	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 )
 
 // userPathRegistry is a registry the user's path runs through: it writes the registry, names the
@@ -34,7 +35,8 @@ type userPathRegistry interface {
 }
 
 // newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
-// that name: file, zookeeper or consul.
+// that name: file, zookeeper, consul, or consul-watches (galleon-consul with a watch per
+// service).
 func newUserPathRegistry(name string) (userPathRegistry, error) {
 	switch name {
 	case "file":
@@ -43,8 +45,10 @@ func newUserPathRegistry(name string) (userPathRegistry, error) {
 		return &zkUserPath{}, nil
 	case "consul":
 		return &consulUserPath{}, nil
+	case "consul-watches":
+		return &consulUserPath{watches: true}, nil
 	}
-	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper or consul", name)
+	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper, consul or consul-watches", name)
 }
 
 // fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
@@ -201,12 +205,14 @@ func (z *zkUserPath) close() {
 }
 
 // consulUserPath is a Consul agent's catalog (consultest.Register: /v1/txn) served by
-// galleon-consul with its defaults (no --consul-service-watches). Each instance has a passing
-// check; consulUserPathNode places it. A change is what a replaced instance does:
-// its registration deleted and the new one's (a new ID, the next address, its check) set, in one
-// transaction.
+// galleon-consul with its defaults or, with watches, with a blocking query per service
+// (--consul-service-watches, over HTTP/2 on the agent's HTTPS listener, as docs/adapters/consul.md
+// configures it). Each instance has a passing check; consulUserPathNode places it. A change is
+// what a replaced instance does: its registration deleted and the new one's (a new ID, the next
+// address, its check) set, in one transaction.
 type consulUserPath struct {
-	agent *consultest.Agent
+	watches bool
+	agent   *consultest.Agent
 	// moving is the target's moving instance now.
 	moving      consultest.Instance
 	targetIndex int
@@ -239,7 +245,16 @@ func (c *consulUserPath) instance(i, j int) consultest.Instance {
 
 func (c *consulUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
 	tb.Helper()
-	c.agent = consultest.Start(tb, consultest.Options{})
+	var opts consultest.Options
+	var pki testpki.Files
+	if c.watches {
+		var err error
+		if pki, err = testpki.Write(tb.TempDir(), "galleon"); err != nil {
+			tb.Fatal(err)
+		}
+		opts.HTTPSCert, opts.HTTPSKey = pki.ServerCert, pki.ServerKey
+	}
+	c.agent = consultest.Start(tb, opts)
 	c.targetIndex = services
 	var instances []consultest.Instance
 	for i := range services + 1 {
@@ -253,6 +268,10 @@ func (c *consulUserPath) setUp(tb testing.TB, ctx context.Context, services int)
 		tb.Fatalf("registering %d services x %d instances: %v", services, userPathInstances, err)
 	}
 	tb.Logf("Consul: %d services x %d instances and the target registered in %v", services, userPathInstances, time.Since(start).Round(time.Millisecond))
+	if c.watches {
+		return "galleon-consul", []string{"--consul-address", "https://" + c.agent.HTTPSAddr, "--consul-tls-ca", pki.CA,
+			"--consul-tls-server-name", "localhost", "--consul-service-watches", strconv.Itoa(services + 1)}
+	}
 	return "galleon-consul", []string{"--consul-address", c.agent.HTTPAddr}
 }
 
