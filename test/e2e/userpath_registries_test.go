@@ -13,6 +13,8 @@ import (
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
+	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest"
+	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest/grpcwriter"
 	"github.com/galleon-mesh/galleon/adapters/zookeeper/zktest"
 	"github.com/galleon-mesh/galleon/internal/testing/testpki"
 )
@@ -35,8 +37,8 @@ type userPathRegistry interface {
 }
 
 // newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
-// that name: file, zookeeper, consul, or consul-watches (galleon-consul with a watch per
-// service).
+// that name: file, zookeeper, consul, consul-watches (galleon-consul with a watch per
+// service) or nacos.
 func newUserPathRegistry(name string) (userPathRegistry, error) {
 	switch name {
 	case "file":
@@ -47,8 +49,10 @@ func newUserPathRegistry(name string) (userPathRegistry, error) {
 		return &consulUserPath{}, nil
 	case "consul-watches":
 		return &consulUserPath{watches: true}, nil
+	case "nacos":
+		return &nacosUserPath{}, nil
 	}
-	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper, consul or consul-watches", name)
+	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper, consul, consul-watches or nacos", name)
 }
 
 // fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
@@ -294,3 +298,128 @@ func (c *consulUserPath) cluster() string {
 func (c *consulUserPath) port() int { return consulUserPathPort }
 
 func (c *consulUserPath) close() { c.agent.Close() }
+
+// nacosUserPath is a Nacos API server (polaris-server's service-nacos: nacostest) holding
+// ephemeral instances registered over the Nacos 2 gRPC API, as a Nacos 2 client registers them
+// (grpcwriter: bound to its connection, no heartbeat), in namespace public and DEFAULT_GROUP,
+// served by galleon-nacos with its defaults. A change is what a moving instance does: Nacos
+// keys an instance by its address, so its registration is removed and the new address
+// registered, two requests.
+type nacosUserPath struct {
+	tb          testing.TB
+	srv         *nacostest.Server
+	w           *grpcwriter.Writer
+	moving      nacostest.Instance
+	targetIndex int
+	closed      bool
+}
+
+const (
+	nacosUserPathTarget = "load-target"
+	nacosUserPathPort   = 8080
+	// nacosUserPathWriters is how many registrations are in flight while the registry is
+	// written (galleon-load nacos-generate's default).
+	nacosUserPathWriters = 32
+)
+
+// ref is generated service i (the target when i is targetIndex).
+func (n *nacosUserPath) ref(i int) nacostest.Ref {
+	name := fmt.Sprintf("svc-%05d", i)
+	if i == n.targetIndex {
+		name = nacosUserPathTarget
+	}
+	return nacostest.Ref{Service: name}
+}
+
+func nacosUserPathInstance(addr string) nacostest.Instance {
+	in := nacostest.NewInstance(addr, nacosUserPathPort)
+	in.Ephemeral = true
+	return in
+}
+
+func (n *nacosUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
+	tb.Helper()
+	n.tb = tb
+	n.srv = nacostest.Start(tb, nacostest.Options{})
+	// A loaded Polaris takes seconds a registration: galleon-load's timeout.
+	w, err := grpcwriter.Dial(ctx, grpcwriter.Config{Address: n.srv.GRPCAddr, Timeout: 30 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n.w = w
+	tb.Cleanup(func() { _ = w.Close() })
+	n.targetIndex = services
+	n.moving = nacosUserPathInstance(filegen.InstanceAddr(n.targetIndex, 0))
+	start := time.Now()
+	jobs := make(chan [2]int)
+	errs := make(chan error, nacosUserPathWriters)
+	var wg sync.WaitGroup
+	for range nacosUserPathWriters {
+		wg.Go(func() {
+			for job := range jobs {
+				i, j := job[0], job[1]
+				if err := n.w.Register(ctx, n.ref(i), nacosUserPathInstance(filegen.InstanceAddr(i, j))); err != nil {
+					errs <- fmt.Errorf("registering instance %d of %s: %w", j, n.ref(i).Service, err)
+					return
+				}
+			}
+		})
+	}
+	func() {
+		defer close(jobs)
+		for i := range services + 1 {
+			for j := range userPathInstances {
+				select {
+				case jobs <- [2]int{i, j}:
+				case err := <-errs:
+					errs <- err
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		tb.Fatal(err)
+	}
+	// Polaris lists a registration a while after it answered it (seconds when it is loaded):
+	// the target's last one listed stands for all, the harness then waits for the sidecar.
+	if _, err := n.srv.Client().WaitInstances(ctx, n.ref(n.targetIndex), func(si *nacostest.ServiceInfo) bool {
+		return len(si.Hosts) == userPathInstances
+	}); err != nil {
+		tb.Fatalf("Polaris does not list the target's %d instances: %v", userPathInstances, err)
+	}
+	tb.Logf("Nacos: %d services x %d instances and the target registered in %v", services, userPathInstances, time.Since(start).Round(time.Millisecond))
+	return "galleon-nacos", []string{"--nacos-servers", n.srv.HTTPAddr}
+}
+
+func (n *nacosUserPath) move(ctx context.Context, variant int) error {
+	next := nacosUserPathInstance(filegen.MoverAddr(variant))
+	target := n.ref(n.targetIndex)
+	if err := n.w.Deregister(ctx, target, n.moving); err != nil {
+		return fmt.Errorf("deregistering the target's instance at %s: %w", n.moving.IP, err)
+	}
+	if err := n.w.Register(ctx, target, next); err != nil {
+		return fmt.Errorf("registering the target's instance at %s: %w", next.IP, err)
+	}
+	n.moving = next
+	return nil
+}
+
+// cluster: galleon-nacos's host is <service>.<group>.<namespace>.nacos, each a DNS label
+// (docs/adapters/nacos.md).
+func (n *nacosUserPath) cluster() string {
+	return "outbound|" + strconv.Itoa(nacosUserPathPort) + "||" + nacosUserPathTarget + ".default-group." + nacostest.DefaultNamespace + ".nacos"
+}
+
+func (n *nacosUserPath) port() int { return nacosUserPathPort }
+
+func (n *nacosUserPath) close() {
+	if n.closed || n.srv == nil {
+		return
+	}
+	n.closed = true
+	_ = n.w.Close()
+	n.srv.Kill(n.tb)
+}
