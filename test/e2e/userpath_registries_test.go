@@ -145,13 +145,22 @@ func (z *zkUserPath) write(ctx context.Context, services int) error {
 		}
 	}
 	z.moving = z.providerPath(zkUserPathTarget, filegen.InstanceAddr(z.targetIndex, 0))
-	work := make(chan []any)
-	errs := make(chan error, zkUserPathWriters)
+	return inFlight(ctx, len(batches), zkUserPathWriters, func(i int) error {
+		_, err := z.conn.Multi(batches[i]...)
+		return err
+	})
+}
+
+// inFlight calls fn(i) for every i in [0, n), at most workers at a time, as a registry's
+// writers do; it stops starting calls at the first error or when ctx ends, and returns that.
+func inFlight(ctx context.Context, n, workers int, fn func(i int) error) error {
+	work := make(chan int)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range zkUserPathWriters {
+	for range workers {
 		wg.Go(func() {
-			for b := range work {
-				if _, err := z.conn.Multi(b...); err != nil {
+			for i := range work {
+				if err := fn(i); err != nil {
 					errs <- err
 					return
 				}
@@ -160,9 +169,9 @@ func (z *zkUserPath) write(ctx context.Context, services int) error {
 	}
 	var err error
 feed:
-	for _, b := range batches {
+	for i := range n {
 		select {
-		case work <- b:
+		case work <- i:
 		case err = <-errs:
 			break feed
 		case <-ctx.Done():
@@ -351,36 +360,13 @@ func (n *nacosUserPath) setUp(tb testing.TB, ctx context.Context, services int) 
 	n.targetIndex = services
 	n.moving = nacosUserPathInstance(filegen.InstanceAddr(n.targetIndex, 0))
 	start := time.Now()
-	jobs := make(chan [2]int)
-	errs := make(chan error, nacosUserPathWriters)
-	var wg sync.WaitGroup
-	for range nacosUserPathWriters {
-		wg.Go(func() {
-			for job := range jobs {
-				i, j := job[0], job[1]
-				if err := n.w.Register(ctx, n.ref(i), nacosUserPathInstance(filegen.InstanceAddr(i, j))); err != nil {
-					errs <- fmt.Errorf("registering instance %d of %s: %w", j, n.ref(i).Service, err)
-					return
-				}
-			}
-		})
-	}
-	func() {
-		defer close(jobs)
-		for i := range services + 1 {
-			for j := range userPathInstances {
-				select {
-				case jobs <- [2]int{i, j}:
-				case err := <-errs:
-					errs <- err
-					return
-				}
-			}
+	if err := inFlight(ctx, (services+1)*userPathInstances, nacosUserPathWriters, func(k int) error {
+		i, j := k/userPathInstances, k%userPathInstances
+		if err := n.w.Register(ctx, n.ref(i), nacosUserPathInstance(filegen.InstanceAddr(i, j))); err != nil {
+			return fmt.Errorf("registering instance %d of %s: %w", j, n.ref(i).Service, err)
 		}
-	}()
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+		return nil
+	}); err != nil {
 		tb.Fatal(err)
 	}
 	// Polaris lists a registration a while after it answered it (seconds when it is loaded):
