@@ -73,19 +73,25 @@ func buildCommand(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A command of the main module, or one of the bench module's (galleon-peer, the benchmark
+	// peer the user's path runs beside galleon-file).
+	dir := root
 	if _, err := os.Stat(filepath.Join(root, "cmd", name)); err != nil {
-		return "", fmt.Errorf("cmd/%s does not exist (yet) in %s: %w", name, root, err)
+		dir = filepath.Join(root, "bench")
+		if _, berr := os.Stat(filepath.Join(dir, "cmd", name)); berr != nil {
+			return "", fmt.Errorf("cmd/%s does not exist (yet) in %s: %w", name, root, err)
+		}
 	}
 	out := filepath.Join(binDir, name)
 	start := time.Now()
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
-	cmd.Dir = root
+	cmd.Dir = dir
 	cmd.Env = proc.Env(nil, []string{"GOWORK"}, nil, "GOWORK=off")
 	var buf bytes.Buffer
 	cmd.Stdout = &buf
 	cmd.Stderr = &buf
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/%s in %s: %v\n%s", name, root, err, buf.String())
+		return "", fmt.Errorf("go build ./cmd/%s in %s: %v\n%s", name, dir, err, buf.String())
 	}
 	fmt.Fprintf(os.Stderr, "e2e: built cmd/%s in %v\n", name, time.Since(start).Round(time.Millisecond))
 	return out, nil

@@ -37,12 +37,14 @@ type userPathRegistry interface {
 }
 
 // newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
-// that name: file, zookeeper, consul, consul-watches (galleon-consul with a watch per
-// service) or nacos.
+// that name: file, peer (galleon-file's registry served by go-control-plane: peerUserPath),
+// zookeeper, consul, consul-watches (galleon-consul with a watch per service) or nacos.
 func newUserPathRegistry(name string) (userPathRegistry, error) {
 	switch name {
 	case "file":
 		return &fileUserPath{}, nil
+	case "peer":
+		return &peerUserPath{}, nil
 	case "zookeeper":
 		return &zkUserPath{}, nil
 	case "consul":
@@ -52,7 +54,7 @@ func newUserPathRegistry(name string) (userPathRegistry, error) {
 	case "nacos":
 		return &nacosUserPath{}, nil
 	}
-	return nil, fmt.Errorf("no registry %q for the user's path: file, zookeeper, consul, consul-watches or nacos", name)
+	return nil, fmt.Errorf("no registry %q for the user's path: file, peer, zookeeper, consul, consul-watches or nacos", name)
 }
 
 // fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
@@ -81,6 +83,20 @@ func (f *fileUserPath) cluster() string {
 func (f *fileUserPath) port() int { return 8080 }
 
 func (f *fileUserPath) close() {}
+
+// peerUserPath is fileUserPath's registry served by galleon-peer (the bench module's
+// go-control-plane v0.14.0 peer: galleon-file's front end, go-control-plane's LinearCache and
+// ADS server), so that istiod's side of a change is measured with that peer as the source in
+// the same harness. It serves one source (no shards), and stamps the MCP resource type URL on
+// every resource's Any, without which istiod decodes none of them (its --any-type-url).
+type peerUserPath struct{ fileUserPath }
+
+func (p *peerUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
+	tb.Helper()
+	p.fileUserPath.setUp(tb, ctx, services)
+	return "galleon-peer", []string{"--dir", p.dir, "--file-scan-quiet", "1ms",
+		"--type", "networking.istio.io/v1/ServiceEntry", "--any-type-url", "type.googleapis.com/istio.mcp.v1alpha1.Resource"}
+}
 
 // zkUserPath is a ZooKeeper holding Dubbo 2 providers (the layout of TestZooKeeperToIstiod:
 // dubboProviderOf), served by galleon-zookeeper --zk-layout dubbo. A change is what a provider

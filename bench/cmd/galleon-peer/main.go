@@ -51,6 +51,8 @@ func main() {
 	flag.StringVar(&listen, "listen", "127.0.0.1:16020", "gRPC address serving go-control-plane's ADS (SotW and Delta)")
 	flag.StringVar(&httpAddr, "http", "127.0.0.1:16024", "HTTP address for /metrics, /healthz and /readyz")
 	flag.StringVar(&types, "type", "networking.istio.io/v1/ServiceEntry", "type URLs to serve the ServiceEntries under, comma-separated, one LinearCache each (type.googleapis.com/istio.mcp.v1alpha1.Resource: the resources are then galleon-file's Any bytes)")
+	flag.StringVar(&cfg.AnyTypeURL, "any-type-url", "", "type URL of the Any around each served resource in SotW responses, in place of the request's (go-control-plane's); istiod needs type.googleapis.com/istio.mcp.v1alpha1.Resource")
+	flag.DurationVar(&cfg.ScanQuiet, "file-scan-quiet", 0, "galleon-file's --file-scan-quiet (0: its default)")
 	flag.DurationVar(&cfg.Quiet, "debounce-quiet", pipeline.DefaultQuiet, "registry changes are served once none came for this long, as galleon-file's --debounce-quiet")
 	flag.DurationVar(&cfg.MaxDelay, "debounce-max", pipeline.DefaultMaxDelay, "longest a stream of registry changes may hold serving back, as galleon-file's --debounce-max")
 	flag.StringVar(&level, "log-level", "info", "log level: debug (one line per re-put), info, warn or error")

@@ -39,10 +39,19 @@ type Config struct {
 	// TypeURLs are the type URLs served, each from a LinearCache of its own holding the
 	// ServiceEntry collection.
 	TypeURLs []string
+	// AnyTypeURL, when set, is the type URL of the Any around every resource of TypeURLs in a
+	// SotW response, in place of go-control-plane's: it stamps the request's type URL on each
+	// (cachev3.RawResponse), and istiod's MCP client decodes each Any as an mcp.Resource with
+	// anypb's UnmarshalTo, which refuses any other type URL (pkg/adsc/adsc.go, handleMCP). So a
+	// go-control-plane server feeds istiod only with this set to
+	// type.googleapis.com/istio.mcp.v1alpha1.Resource: what a partner building on it would add.
+	AnyTypeURL string
 	// Quiet and MaxDelay are the core's debounce, galleon-file's --debounce-quiet and
 	// --debounce-max: the peer's front end is Galleon's own, so both wait the same.
 	Quiet, MaxDelay time.Duration
-	Logger          *slog.Logger
+	// ScanQuiet is galleon-file's --file-scan-quiet (0: its default).
+	ScanQuiet time.Duration
+	Logger    *slog.Logger
 }
 
 // Peer serves a file registry from go-control-plane's LinearCache and ADS servers (SotW and
@@ -81,7 +90,7 @@ func New(cfg Config) (*Peer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	reg, err := file.New(file.Config{Dir: cfg.Dir, Namespace: cfg.Namespace, Logger: log})
+	reg, err := file.New(file.Config{Dir: cfg.Dir, Namespace: cfg.Namespace, ScanQuiet: cfg.ScanQuiet, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -127,11 +136,18 @@ func New(cfg Config) (*Peer, error) {
 		}
 		p.caches[t] = cachev3.NewLinearCache(t)
 	}
-	// A request for a type no cache holds fails its stream: go-control-plane's own answer.
+	// A SotW request for a type no cache holds gets an empty set, as Galleon answers it: istiod
+	// asks for every config type on its stream and serves nothing until each was answered. A
+	// Delta request for one fails its stream: go-control-plane's own answer.
 	p.mux = &cachev3.MuxCache{
-		Classify:      func(r *cachev3.Request) string { return r.GetTypeUrl() },
+		Classify: func(r *cachev3.Request) string {
+			if _, ok := p.caches[r.GetTypeUrl()]; ok {
+				return r.GetTypeUrl()
+			}
+			return otherTypes
+		},
 		ClassifyDelta: func(r *cachev3.DeltaRequest) string { return r.GetTypeUrl() },
-		Caches:        map[string]cachev3.Cache{},
+		Caches:        map[string]cachev3.Cache{otherTypes: emptyCache{}},
 	}
 	for t, c := range p.caches {
 		p.mux.Caches[t] = c
@@ -162,7 +178,11 @@ func (p *Peer) Run(ctx context.Context, grpcLis, httpLis net.Listener) error {
 	// galleon-file's own options (codec, keepalive), so that transport settings are not a
 	// difference: the codec passes Galleon's pre-encoded messages through and marshals every
 	// other message, all of go-control-plane's, with the proto codec.
-	g := grpc.NewServer(xds.GRPCServerOptions()...)
+	opts := xds.GRPCServerOptions()
+	if p.cfg.AnyTypeURL != "" {
+		opts = append(opts, grpc.ChainStreamInterceptor(p.restampAnys))
+	}
+	g := grpc.NewServer(opts...)
 	// go-control-plane's streams end when this context does.
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(g, serverv3.NewServer(ctx, p.mux, nil))
 	httpSrv := &http.Server{Handler: p.handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -271,6 +291,61 @@ func (p *Peer) reput(snap *snapshot.Snapshot, prev map[string]decoded) (map[stri
 		p.log.Debug("re-put the full set", "resources", len(all), "seq", snap.Seq, "took", took)
 	}
 	return next, nil
+}
+
+// restampAnys gives every resource of a SotW response for a served type the Any type URL
+// Config.AnyTypeURL, in place. The response is this stream's own: go-control-plane's caches
+// build a RawResponse per watch, and it marshals its resources into new Anys; only the byte
+// slices inside them are shared, and they are not touched.
+func (p *Peer) restampAnys(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return handler(srv, restampingStream{ServerStream: ss, p: p})
+}
+
+type restampingStream struct {
+	grpc.ServerStream
+	p *Peer
+}
+
+func (s restampingStream) SendMsg(m any) error {
+	if resp, ok := m.(*discoveryv3.DiscoveryResponse); ok {
+		if _, served := s.p.caches[resp.GetTypeUrl()]; served {
+			for _, a := range resp.GetResources() {
+				a.TypeUrl = s.p.cfg.AnyTypeURL
+			}
+		}
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+// otherTypes is the MuxCache key of every SotW type URL the peer does not serve.
+const otherTypes = "(not served)"
+
+// emptyCache answers a SotW stream's first request for a type with an empty set, once, and
+// holds every later request of it (an ACK) open: the set never changes. It answers into out at
+// once, as a LinearCache holding resources does.
+type emptyCache struct{}
+
+func (emptyCache) CreateWatch(req *cachev3.Request, _ cachev3.Subscription, out chan cachev3.Response) (func(), error) {
+	if req.GetVersionInfo() == "" {
+		out <- emptySet(req)
+	}
+	return func() {}, nil
+}
+
+func (emptyCache) CreateDeltaWatch(req *cachev3.DeltaRequest, _ cachev3.Subscription, _ chan cachev3.DeltaResponse) (func(), error) {
+	return nil, fmt.Errorf("type %s is not served", req.GetTypeUrl())
+}
+
+func (emptyCache) Fetch(_ context.Context, req *cachev3.Request) (cachev3.Response, error) {
+	return emptySet(req), nil
+}
+
+// emptySet is the answer to req holding no resource, at version "empty".
+func emptySet(req *cachev3.Request) *cachev3.PassthroughResponse {
+	return &cachev3.PassthroughResponse{
+		Request:           req,
+		DiscoveryResponse: &discoveryv3.DiscoveryResponse{VersionInfo: "empty", TypeUrl: req.GetTypeUrl()},
+	}
 }
 
 func (p *Peer) handler() http.Handler {

@@ -87,6 +87,66 @@ func TestSameResourcesAsGalleonFile(t *testing.T) {
 	}
 }
 
+// TestAnswersAsIstiodAsks opens one ADS stream as istiod does to a config source: a request for
+// each of its config types at once (here 41, more than istiod's), only ServiceEntries served. Every type is answered, the others with an empty set;
+// with AnyTypeURL set every ServiceEntry is an Any that anypb decodes as an mcp.Resource, as
+// istiod's handleMCP does, and an ACK is answered with nothing until the next change.
+func TestAnswersAsIstiodAsks(t *testing.T) {
+	dir := t.TempDir()
+	if err := filegen.Generate(filegen.GenerateConfig{Dir: dir, Services: 5, Instances: 2}); err != nil {
+		t.Fatal(err)
+	}
+	addr := startPeer(t, Config{Dir: dir, TypeURLs: []string{seType}, AnyTypeURL: xdsclient.MCPResourceTypeURL,
+		Quiet: time.Millisecond, MaxDelay: 10 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	types := []string{seType}
+	for i := range 40 {
+		types = append(types, fmt.Sprintf("example.galleon.dev/v1/Kind%d", i))
+	}
+	st, err := xdsclient.OpenSotW(ctx, xdsclienttest.Dial(t, addr), xdsclient.NewNode("peer-test"), types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources := map[string]int{}
+	for len(resources) < len(types) {
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("after answers for %d of %d types: %v", len(resources), len(types), err)
+		}
+		if _, twice := resources[r.TypeURL]; twice {
+			t.Fatalf("type %s answered twice without a change", r.TypeURL)
+		}
+		resources[r.TypeURL] = len(r.Raw.GetResources())
+		for _, a := range r.Raw.GetResources() {
+			var m mcp.Resource
+			if err := a.UnmarshalTo(&m); err != nil {
+				t.Fatalf("a resource of %s does not decode as istiod decodes it: %v", r.TypeURL, err)
+			}
+		}
+		if err := st.ACK(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, typ := range types {
+		want := 0
+		if typ == seType {
+			want = 6 // 5 services and the load target
+		}
+		if resources[typ] != want {
+			t.Errorf("%s: %d resources, want %d", typ, resources[typ], want)
+		}
+	}
+	moveTarget(t, dir, "10.251.0.2")
+	r, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TypeURL != seType || len(r.Raw.GetResources()) != 6 {
+		t.Fatalf("after a change: %d resources of %s, want the 6 ServiceEntries", len(r.Raw.GetResources()), r.TypeURL)
+	}
+}
+
 // startPeer runs a peer on free loopback ports until the test ends and waits until it is ready.
 func startPeer(t *testing.T, cfg Config) (grpcAddr string) {
 	t.Helper()
