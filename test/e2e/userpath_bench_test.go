@@ -41,7 +41,7 @@ const (
 )
 
 // BenchmarkUserPath measures the user's path through each registry of GALLEON_USERPATH_REGISTRIES
-// (default "file"; any of file, peer, zookeeper, consul, consul-watches and nacos: newUserPathRegistry), at each scale of
+// (default "file"; any of file, peer, zookeeper, consul, consul-watches, nacos and eureka: newUserPathRegistry), at each scale of
 // GALLEON_USERPATH_SERVICES (default "1000,10000") and shard count of GALLEON_USERPATH_SHARDS
 // (default "1"). The processes of one scale are set up here, once, and stopped before the next
 // scale starts (they would take CPU from it); the child benchmark "R/services=S/shards=K" makes
@@ -76,14 +76,14 @@ func BenchmarkUserPath(b *testing.B) {
 // TestUserPathHarness runs BenchmarkUserPath's set-up and measurement at 50 services, 3 changes:
 // every change reaches istiod and the sidecar, the sidecar ends with the moved instance, and no
 // change costs a full push: galleon-file with one source and with two shards, galleon-peer
-// (go-control-plane) on galleon-file's registry, galleon-zookeeper
-// (Dubbo 2 providers in a real ZooKeeper), galleon-consul (a real Consul agent), by default
-// and with a watch per service, and galleon-nacos (a real Nacos API server).
+// (go-control-plane) on galleon-file's registry, galleon-zookeeper (Dubbo 2 providers in a
+// real ZooKeeper), galleon-consul (a real Consul agent), by default and with a watch per
+// service, galleon-nacos and galleon-eureka (real Nacos and Eureka API servers).
 func TestUserPathHarness(t *testing.T) {
 	for _, c := range []struct {
 		registry string
 		shards   int
-	}{{"file", 1}, {"file", 2}, {"peer", 1}, {"zookeeper", 1}, {"consul", 1}, {"consul-watches", 1}, {"nacos", 1}} {
+	}{{"file", 1}, {"file", 2}, {"peer", 1}, {"zookeeper", 1}, {"consul", 1}, {"consul-watches", 1}, {"nacos", 1}, {"eureka", 1}} {
 		t.Run(fmt.Sprintf("%s/shards=%d", c.registry, c.shards), func(t *testing.T) {
 			const changes = 3
 			reg, err := newUserPathRegistry(c.registry)

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/go-zookeeper/zk"
 
 	"github.com/galleon-mesh/galleon/adapters/consul/consultest"
+	"github.com/galleon-mesh/galleon/adapters/eureka/eurekatest"
 	"github.com/galleon-mesh/galleon/adapters/file/filetest/filegen"
 	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest"
 	"github.com/galleon-mesh/galleon/adapters/nacos/nacostest/grpcwriter"
@@ -38,7 +41,7 @@ type userPathRegistry interface {
 
 // newUserPathRegistry is the registry BenchmarkUserPath and TestUserPathHarness run through by
 // that name: file, peer (galleon-file's registry served by go-control-plane: peerUserPath),
-// zookeeper, consul, consul-watches (galleon-consul with a watch per service) or nacos.
+// zookeeper, consul, consul-watches (galleon-consul with a watch per service), nacos or eureka.
 func newUserPathRegistry(name string) (userPathRegistry, error) {
 	switch name {
 	case "file":
@@ -53,8 +56,10 @@ func newUserPathRegistry(name string) (userPathRegistry, error) {
 		return &consulUserPath{watches: true}, nil
 	case "nacos":
 		return &nacosUserPath{}, nil
+	case "eureka":
+		return &eurekaUserPath{}, nil
 	}
-	return nil, fmt.Errorf("no registry %q for the user's path: file, peer, zookeeper, consul, consul-watches or nacos", name)
+	return nil, fmt.Errorf("no registry %q for the user's path: file, peer, zookeeper, consul, consul-watches, nacos or eureka", name)
 }
 
 // fileUserPath is a file registry (filegen) served by galleon-file; a change replaces the target's
@@ -424,4 +429,129 @@ func (n *nacosUserPath) close() {
 	n.closed = true
 	_ = n.w.Close()
 	n.srv.Kill(n.tb)
+}
+
+// eurekaUserPath is a Eureka API server (polaris-server's service-eureka: eurekatest) holding
+// instances registered and renewed over Eureka's REST API, served by galleon-eureka with its
+// defaults but a 1 s poll (--eureka-poll-interval; 10 s by default). A change is what a
+// moving instance does: its registration cancelled and a new one, of a new instance ID,
+// made (two requests).
+//
+// Renewals are what bounds the scale: Polaris drops an instance whose heartbeat it has not had
+// for three TTLs, and caps the TTL at 60 s (min(lease/3, renewal interval):
+// eurekatest.Instance), so every instance is registered with a 60 s renewal interval and
+// renewed every eurekaUserPathRenew, from the start of the registration on: at 1,000 services
+// a registry of 10,010 instances costs Polaris 220 renewals a second, all the time.
+type eurekaUserPath struct {
+	tb     testing.TB
+	srv    *eurekatest.Server
+	closed bool
+
+	mu         sync.Mutex
+	registered []eurekatest.Instance // every instance registered now, the mover's last
+	moverID    string
+}
+
+const (
+	eurekaUserPathTarget = "load-target"
+	eurekaUserPathPort   = 8080
+	// eurekaUserPathWriters is how many registrations are in flight while the registry is
+	// written.
+	eurekaUserPathWriters = 32
+	// eurekaUserPathRenew is how often every instance is renewed: under Polaris's 60 s TTL,
+	// with the time a round of renewals takes to spare.
+	eurekaUserPathRenew = 45 * time.Second
+)
+
+func (e *eurekaUserPath) instance(services, i, j int) eurekatest.Instance {
+	app := fmt.Sprintf("svc-%05d", i)
+	if i == services {
+		app = eurekaUserPathTarget
+	}
+	return eurekatest.Instance{App: app, ID: fmt.Sprintf("%s-%d", app, j), IPAddr: filegen.InstanceAddr(i, j),
+		Port: eurekaUserPathPort, RenewalInterval: time.Minute}
+}
+
+func (e *eurekaUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
+	tb.Helper()
+	e.tb = tb
+	e.srv = eurekatest.Start(tb, eurekatest.Options{})
+	eurekatest.Every(tb, eurekaUserPathRenew, e.renew)
+	start := time.Now()
+	if err := inFlight(ctx, (services+1)*userPathInstances, eurekaUserPathWriters, func(k int) error {
+		in := e.instance(services, k/userPathInstances, k%userPathInstances)
+		if err := e.srv.Register(ctx, in); err != nil {
+			return fmt.Errorf("registering %s: %w", in.ID, err)
+		}
+		e.mu.Lock()
+		e.registered = append(e.registered, in)
+		if k == services*userPathInstances {
+			e.moverID = in.ID
+		}
+		e.mu.Unlock()
+		return nil
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	// Polaris lists a registration a while after it answered it: the target's instances listed
+	// stand for all, the harness then waits for the sidecar.
+	if _, err := e.srv.WaitApps(ctx, "/apps", func(a *eurekatest.Applications) bool {
+		return len(upIDs(a, eurekaUserPathTarget)) == userPathInstances
+	}); err != nil {
+		tb.Fatalf("Polaris does not list the target's %d instances: %v", userPathInstances, err)
+	}
+	tb.Logf("Eureka: %d applications x %d instances and the target registered in %v", services, userPathInstances, time.Since(start).Round(time.Millisecond))
+	return "galleon-eureka", []string{"--eureka-urls", e.srv.BaseURL(), "--eureka-poll-interval", "1s"}
+}
+
+// renew renews every instance registered (a failure is Polaris's load: the next round
+// renews it again, well within the three TTLs).
+func (e *eurekaUserPath) renew(ctx context.Context) {
+	e.mu.Lock()
+	ins := slices.Clone(e.registered)
+	e.mu.Unlock()
+	for _, in := range ins {
+		if ctx.Err() != nil {
+			return
+		}
+		_ = e.srv.Renew(ctx, strings.ToUpper(in.App), in.ID)
+	}
+}
+
+func (e *eurekaUserPath) move(ctx context.Context, variant int) error {
+	e.mu.Lock()
+	old := e.moverID
+	e.mu.Unlock()
+	next := eurekatest.Instance{App: eurekaUserPathTarget, ID: fmt.Sprintf("%s-mover-%d", eurekaUserPathTarget, variant),
+		IPAddr: filegen.MoverAddr(variant), Port: eurekaUserPathPort, RenewalInterval: time.Minute}
+	if err := e.srv.Cancel(ctx, strings.ToUpper(eurekaUserPathTarget), old); err != nil {
+		return fmt.Errorf("cancelling the target's instance %s: %w", old, err)
+	}
+	if err := e.srv.Register(ctx, next); err != nil {
+		return fmt.Errorf("registering the target's instance %s at %s: %w", next.ID, next.IPAddr, err)
+	}
+	e.mu.Lock()
+	e.registered = slices.DeleteFunc(e.registered, func(in eurekatest.Instance) bool { return in.ID == old })
+	e.registered = append(e.registered, next)
+	e.moverID = next.ID
+	e.mu.Unlock()
+	return nil
+}
+
+// cluster: galleon-eureka's host is <application, lower case>.eureka (docs/adapters/eureka.md).
+func (e *eurekaUserPath) cluster() string {
+	return "outbound|" + strconv.Itoa(eurekaUserPathPort) + "||" + eurekaUserPathTarget + ".eureka"
+}
+
+func (e *eurekaUserPath) port() int { return eurekaUserPathPort }
+
+func (e *eurekaUserPath) close() {
+	if e.closed || e.srv == nil {
+		return
+	}
+	e.closed = true
+	e.mu.Lock()
+	e.registered = nil // nothing left to renew until the test's cleanup stops the renewals
+	e.mu.Unlock()
+	e.srv.Kill(e.tb)
 }
