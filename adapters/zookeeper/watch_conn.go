@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,6 +39,7 @@ type frameConn struct {
 	left     int // bytes of the answer being read still to come
 	lastRecv time.Time
 	ahead    []byte // read past what the client asked for; returned first
+	buf      []byte // readAhead bytes, what ahead is cut from (the receive goroutine's)
 }
 
 // request is a request written and not answered yet.
@@ -53,6 +55,8 @@ type bigAnswer struct {
 	path string
 	size int
 	xid  bool // the xid was read (path is "" if it answers no request known)
+	// part is what was read of the xid when it was not all read (learnXid reads the rest).
+	part []byte
 }
 
 // ZooKeeper opcodes of the requests the adapter makes (go-zookeeper's constants are private).
@@ -110,6 +114,12 @@ func (c *frameConn) note(p []byte) {
 	}
 }
 
+// readAhead is the buffer Read fills when the client asks for less: go-zookeeper reads each
+// answer's length and then its body, two read calls an answer, and its receive loop was a
+// sixth of the adapter's CPU while it listed a registry; reading ahead cut the read system
+// calls by two thirds (docs/benchmarks.md, "what bounds the Curator layout's start").
+const readAhead = 32 << 10
+
 func (c *frameConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
 	if len(c.ahead) > 0 {
@@ -119,9 +129,34 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c.mu.Unlock()
-	n, err := c.Conn.Read(p)
+	dst := p
+	if len(p) < readAhead {
+		if c.buf == nil {
+			c.buf = make([]byte, readAhead)
+		}
+		dst = c.buf
+	}
+	n, err := c.Conn.Read(dst)
+	if n > 0 && len(dst) != len(p) {
+		// What the client did not ask for waits in ahead. Only Read and learnXid, both on
+		// the client's receive goroutine, touch buf; ahead is empty whenever it is refilled.
+		k := copy(p, dst[:n])
+		c.mu.Lock()
+		c.ahead = dst[k:n]
+		c.mu.Unlock()
+		c.follow(dst[:n])
+		return k, err
+	}
 	if n > 0 {
-		if big, ok := c.received(p[:n]); ok {
+		c.follow(p[:n])
+	}
+	return n, err
+}
+
+// follow tracks the answers in b, just read from the connection, and reports an oversized one.
+func (c *frameConn) follow(b []byte) {
+	{
+		if big, ok := c.received(b); ok {
 			if !big.xid {
 				c.learnXid(&big)
 			}
@@ -130,7 +165,6 @@ func (c *frameConn) Read(p []byte) (int, error) {
 			}
 		}
 	}
-	return n, err
 }
 
 // received follows the answers in b; it reports an answer over the limit once its length is
@@ -169,6 +203,8 @@ func (c *frameConn) received(b []byte) (big bigAnswer, over bool) {
 				if r, ok := c.pending[int32(binary.BigEndian.Uint32(c.hdr[4:]))]; ok {
 					big.op, big.path = r.op, r.path
 				}
+			} else {
+				big.part = slices.Clone(c.hdr[4:c.hdrN])
 			}
 			c.hdrN = 0
 			c.left = 1 << 62 // the client drops the connection: nothing more to follow
@@ -187,14 +223,16 @@ func (c *frameConn) received(b []byte) (big bigAnswer, over bool) {
 }
 
 // learnXid reads the xid that follows an oversized answer's length (the server has sent it
-// with the length) to find the request it answers. The bytes stay to be read.
+// with the length), or the rest of it (big.part), to find the request it answers. The bytes
+// stay to be read.
 func (c *frameConn) learnXid(big *bigAnswer) {
 	var x [4]byte
-	n, _ := io.ReadFull(c.Conn, x[:])
+	have := copy(x[:], big.part)
+	n, _ := io.ReadFull(c.Conn, x[have:])
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.ahead = append(c.ahead, x[:n]...)
-	if n < 4 {
+	c.ahead = append(c.ahead, x[have:have+n]...)
+	if have+n < 4 {
 		return
 	}
 	if r, ok := c.pending[int32(binary.BigEndian.Uint32(x[:]))]; ok {
