@@ -129,41 +129,40 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	c.mu.Unlock()
-	dst := p
-	if len(p) < readAhead {
-		if c.buf == nil {
-			c.buf = make([]byte, readAhead)
-		}
-		dst = c.buf
-	}
-	n, err := c.Conn.Read(dst)
-	if n > 0 && len(dst) != len(p) {
-		// What the client did not ask for waits in ahead. Only Read and learnXid, both on
-		// the client's receive goroutine, touch buf; ahead is empty whenever it is refilled.
-		k := copy(p, dst[:n])
-		c.mu.Lock()
-		c.ahead = dst[k:n]
-		c.mu.Unlock()
-		c.follow(dst[:n])
-		return k, err
-	}
-	if n > 0 {
+	if len(p) >= readAhead {
+		n, err := c.Conn.Read(p)
 		c.follow(p[:n])
+		return n, err
 	}
-	return n, err
+	if c.buf == nil {
+		c.buf = make([]byte, readAhead)
+	}
+	n, err := c.Conn.Read(c.buf)
+	// What the client did not ask for waits in ahead. Only Read and learnXid, both on the
+	// client's receive goroutine, touch buf; ahead is empty whenever it is refilled.
+	k := copy(p, c.buf[:n])
+	c.mu.Lock()
+	c.ahead = c.buf[k:n]
+	c.mu.Unlock()
+	c.follow(c.buf[:n])
+	return k, err
 }
 
-// follow tracks the answers in b, just read from the connection, and reports an oversized one.
+// follow tracks the answers in b, just read from the connection (nothing when it is empty: no
+// byte came), and reports an oversized one.
 func (c *frameConn) follow(b []byte) {
-	{
-		if big, ok := c.received(b); ok {
-			if !big.xid {
-				c.learnXid(&big)
-			}
-			if c.oversized != nil {
-				c.oversized(big)
-			}
-		}
+	if len(b) == 0 {
+		return
+	}
+	big, ok := c.received(b)
+	if !ok {
+		return
+	}
+	if !big.xid {
+		c.learnXid(&big)
+	}
+	if c.oversized != nil {
+		c.oversized(big)
 	}
 }
 

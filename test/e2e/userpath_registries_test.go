@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -448,7 +449,7 @@ type eurekaUserPath struct {
 	closed bool
 
 	mu         sync.Mutex
-	registered []eurekatest.Instance // every instance registered now, the mover's last
+	registered map[string][]string // instance IDs registered now, by application (upper case)
 	moverID    string
 }
 
@@ -463,31 +464,31 @@ const (
 	eurekaUserPathRenew = 45 * time.Second
 )
 
-func (e *eurekaUserPath) instance(services, i, j int) eurekatest.Instance {
-	app := fmt.Sprintf("svc-%05d", i)
-	if i == services {
-		app = eurekaUserPathTarget
-	}
-	return eurekatest.Instance{App: app, ID: fmt.Sprintf("%s-%d", app, j), IPAddr: filegen.InstanceAddr(i, j),
-		Port: eurekaUserPathPort, RenewalInterval: time.Minute}
+// eurekaUserPathInstance is instance id of application app at addr, renewed every minute.
+func eurekaUserPathInstance(app, id, addr string) eurekatest.Instance {
+	return eurekatest.Instance{App: app, ID: id, IPAddr: addr, Port: eurekaUserPathPort, RenewalInterval: time.Minute}
 }
 
 func (e *eurekaUserPath) setUp(tb testing.TB, ctx context.Context, services int) (string, []string) {
 	tb.Helper()
 	e.tb = tb
 	e.srv = eurekatest.Start(tb, eurekatest.Options{})
-	eurekatest.Every(tb, eurekaUserPathRenew, e.renew)
+	e.registered = map[string][]string{}
+	e.moverID = eurekaUserPathTarget + "-0"
+	eurekatest.RenewEvery(tb, e.srv, eurekaUserPathRenew, e.renewals)
 	start := time.Now()
 	if err := inFlight(ctx, (services+1)*userPathInstances, eurekaUserPathWriters, func(k int) error {
-		in := e.instance(services, k/userPathInstances, k%userPathInstances)
+		i, j := k/userPathInstances, k%userPathInstances
+		app := fmt.Sprintf("svc-%05d", i)
+		if i == services {
+			app = eurekaUserPathTarget
+		}
+		in := eurekaUserPathInstance(app, fmt.Sprintf("%s-%d", app, j), filegen.InstanceAddr(i, j))
 		if err := e.srv.Register(ctx, in); err != nil {
 			return fmt.Errorf("registering %s: %w", in.ID, err)
 		}
 		e.mu.Lock()
-		e.registered = append(e.registered, in)
-		if k == services*userPathInstances {
-			e.moverID = in.ID
-		}
+		e.registered[strings.ToUpper(app)] = append(e.registered[strings.ToUpper(app)], in.ID)
 		e.mu.Unlock()
 		return nil
 	}); err != nil {
@@ -504,35 +505,29 @@ func (e *eurekaUserPath) setUp(tb testing.TB, ctx context.Context, services int)
 	return "galleon-eureka", []string{"--eureka-urls", e.srv.BaseURL(), "--eureka-poll-interval", "1s"}
 }
 
-// renew renews every instance registered (a failure is Polaris's load: the next round
-// renews it again, well within the three TTLs).
-func (e *eurekaUserPath) renew(ctx context.Context) {
+// renewals are the instances to renew now (eurekatest.RenewEvery; a failed renewal is
+// Polaris's load, and the next round renews it well within the three TTLs).
+func (e *eurekaUserPath) renewals() map[string][]string {
 	e.mu.Lock()
-	ins := slices.Clone(e.registered)
-	e.mu.Unlock()
-	for _, in := range ins {
-		if ctx.Err() != nil {
-			return
-		}
-		_ = e.srv.Renew(ctx, strings.ToUpper(in.App), in.ID)
-	}
+	defer e.mu.Unlock()
+	return maps.Clone(e.registered)
 }
 
 func (e *eurekaUserPath) move(ctx context.Context, variant int) error {
 	e.mu.Lock()
 	old := e.moverID
 	e.mu.Unlock()
-	next := eurekatest.Instance{App: eurekaUserPathTarget, ID: fmt.Sprintf("%s-mover-%d", eurekaUserPathTarget, variant),
-		IPAddr: filegen.MoverAddr(variant), Port: eurekaUserPathPort, RenewalInterval: time.Minute}
-	if err := e.srv.Cancel(ctx, strings.ToUpper(eurekaUserPathTarget), old); err != nil {
+	target := strings.ToUpper(eurekaUserPathTarget)
+	next := eurekaUserPathInstance(eurekaUserPathTarget, fmt.Sprintf("%s-mover-%d", eurekaUserPathTarget, variant), filegen.MoverAddr(variant))
+	if err := e.srv.Cancel(ctx, target, old); err != nil {
 		return fmt.Errorf("cancelling the target's instance %s: %w", old, err)
 	}
 	if err := e.srv.Register(ctx, next); err != nil {
 		return fmt.Errorf("registering the target's instance %s at %s: %w", next.ID, next.IPAddr, err)
 	}
 	e.mu.Lock()
-	e.registered = slices.DeleteFunc(e.registered, func(in eurekatest.Instance) bool { return in.ID == old })
-	e.registered = append(e.registered, next)
+	ids := slices.DeleteFunc(slices.Clone(e.registered[target]), func(id string) bool { return id == old })
+	e.registered[target] = append(ids, next.ID)
 	e.moverID = next.ID
 	e.mu.Unlock()
 	return nil
@@ -551,7 +546,7 @@ func (e *eurekaUserPath) close() {
 	}
 	e.closed = true
 	e.mu.Lock()
-	e.registered = nil // nothing left to renew until the test's cleanup stops the renewals
+	clear(e.registered) // nothing left to renew until the test's cleanup stops the renewals
 	e.mu.Unlock()
 	e.srv.Kill(e.tb)
 }

@@ -88,7 +88,7 @@ func TestSameResourcesAsGalleonFile(t *testing.T) {
 }
 
 // TestAnswersAsIstiodAsks opens one ADS stream as istiod does to a config source: a request for
-// each of its config types at once (here 41, more than istiod's), only ServiceEntries served. Every type is answered, the others with an empty set;
+// each of its config types at once (here 41), only ServiceEntries served. Every type is answered, the others with an empty set;
 // with AnyTypeURL set every ServiceEntry is an Any that anypb decodes as an mcp.Resource, as
 // istiod's handleMCP does, and an ACK is answered with nothing until the next change.
 func TestAnswersAsIstiodAsks(t *testing.T) {
