@@ -519,9 +519,10 @@ func testFleetToIstiod(t *testing.T, rel istiod.Release) {
 				t.Errorf("look %d, %v after the edit removing eureka: istiod holds no ServiceEntry of %s (holds %v)", looks, since, h, slices.Sorted(maps.Keys(ses)))
 			}
 		}
-		// A new sidecar's view. istiod (seen on 1.30-b01690e and 1.31-dev, right after the
-		// rename) can leave a new connection's EDS unanswered for seconds: such a look has
-		// istiod's part alone, and the next one tries again.
+		// A new sidecar's view, bounded to 3 s: a look whose view fails has istiod's part
+		// alone, and the next one tries again. (Views that failed here for seconds right after
+		// the rename were sidecar.Fetch dropping the load assignments an incremental EDS push
+		// did not name, fixed 2026-11-28.)
 		vctx, vcancel := context.WithTimeout(ctx, 3*time.Second)
 		v, err := sidecar.Fetch(vctx, ist.GRPCAddr, sidecarPod())
 		vcancel()

@@ -186,6 +186,7 @@ func (f *fetcher) subscribe(typ string, names []string) error {
 	if _, ok := f.requested[typ]; ok && slices.Equal(f.requested[typ], names) {
 		return nil
 	}
+	f.view.forget(typ, names)
 	if len(names) == 0 {
 		// Envoy sends no request for an empty set; nothing is missing either.
 		f.requested[typ] = []string{}
@@ -302,11 +303,20 @@ func (v *View) store(typ string, resp *discoveryv3.DiscoveryResponse) error {
 	case TypeCluster:
 		v.Clusters, err = decodeAll(resp, func(c *clusterv3.Cluster) string { return c.GetName() })
 	case TypeEndpoint:
-		v.LoadAssignments, err = decodeAll(resp, func(c *endpointv3.ClusterLoadAssignment) string { return c.GetClusterName() })
+		// EDS and RDS are not wildcard types: a response holds the resources it updates, the rest
+		// are kept (the xDS protocol's "grouping resources into responses"). istiod sends only
+		// the clusters of the services a push updated (pilot/pkg/xds/eds.go, buildEndpoints:
+		// "Cluster was not updated, skip recomputing"), so a push that lands while a fetch
+		// waits must not drop the load assignments it does not name.
+		var las map[string]*endpointv3.ClusterLoadAssignment
+		las, err = decodeAll(resp, func(c *endpointv3.ClusterLoadAssignment) string { return c.GetClusterName() })
+		maps.Copy(v.LoadAssignments, las)
 	case TypeListener:
 		v.Listeners, err = decodeAll(resp, func(l *listenerv3.Listener) string { return l.GetName() })
 	case TypeRoute:
-		v.Routes, err = decodeAll(resp, func(r *routev3.RouteConfiguration) string { return r.GetName() })
+		var routes map[string]*routev3.RouteConfiguration
+		routes, err = decodeAll(resp, func(r *routev3.RouteConfiguration) string { return r.GetName() })
+		maps.Copy(v.Routes, routes)
 	case TypeNameTable:
 		var tables map[string]*dnsproto.NameTable
 		tables, err = decodeAll(resp, func(*dnsproto.NameTable) string { return "" })
@@ -322,6 +332,18 @@ func (v *View) store(typ string, resp *discoveryv3.DiscoveryResponse) error {
 	}
 	v.Versions[typ] = resp.GetVersionInfo()
 	return nil
+}
+
+// forget drops the EDS or RDS resources held that names no longer subscribes to, as Envoy
+// does when a cluster or route config leaves CDS or LDS.
+func (v *View) forget(typ string, names []string) {
+	keep := func(n string) bool { return slices.Contains(names, n) }
+	switch typ {
+	case TypeEndpoint:
+		maps.DeleteFunc(v.LoadAssignments, func(n string, _ *endpointv3.ClusterLoadAssignment) bool { return !keep(n) })
+	case TypeRoute:
+		maps.DeleteFunc(v.Routes, func(n string, _ *routev3.RouteConfiguration) bool { return !keep(n) })
+	}
 }
 
 // decodeAll unmarshals every resource of a response into a new M, keyed by name.

@@ -31,6 +31,9 @@ type fakeADS struct {
 	resources map[string][]proto.Message
 	names     func(proto.Message) string
 	silent    string
+	// edsPush, when set, is sent alone in a second EDS response right after each EDS answer, as
+	// istiod pushes the clusters of one updated service (pilot/pkg/xds/eds.go).
+	edsPush proto.Message
 
 	mu       sync.Mutex
 	requests []*discoveryv3.DiscoveryRequest
@@ -73,6 +76,17 @@ func (f *fakeADS) StreamAggregatedResources(s discoveryv3.AggregatedDiscoverySer
 		lastNonce[typ] = resp.GetNonce()
 		if err := s.Send(resp); err != nil {
 			return nil
+		}
+		if typ == TypeEndpoint && f.edsPush != nil {
+			a, err := anypb.New(f.edsPush)
+			if err != nil {
+				return err
+			}
+			push := &discoveryv3.DiscoveryResponse{TypeUrl: typ, VersionInfo: "v2", Nonce: fmt.Sprint(n) + "-push", Resources: []*anypb.Any{a}}
+			lastNonce[typ] = push.GetNonce()
+			if err := s.Send(push); err != nil {
+				return nil
+			}
 		}
 	}
 }
@@ -205,5 +219,48 @@ func TestSidecarFetchWaitsForEveryType(t *testing.T) {
 	_, err := Fetch(ctx, addr, Pod{Name: "client-0", Namespace: "shop", IP: "10.99.0.1"})
 	if err == nil || !strings.Contains(err.Error(), "still waiting for NameTable") {
 		t.Fatalf("Fetch: %v, want an error naming NameTable", err)
+	}
+}
+
+// An EDS response that names one cluster updates that cluster's load assignment and keeps the
+// others, as Envoy does: istiod's incremental pushes name only the clusters they update, and one
+// can land while a fetch is still waiting for RDS or NDS.
+func TestSidecarFetchKeepsLoadAssignmentsAPushDoesNotName(t *testing.T) {
+	f := fakeIstiod(t)
+	moved := &endpointv3.ClusterLoadAssignment{ClusterName: "outbound|8080||web", Endpoints: []*endpointv3.LocalityLbEndpoints{{
+		LbEndpoints: []*endpointv3.LbEndpoint{lbEndpoint("10.1.0.9")},
+	}}}
+	f.edsPush = moved
+	addr := serve(t, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	v, err := Fetch(ctx, addr, Pod{Name: "client-0", Namespace: "shop", IP: "10.99.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Names(v.LoadAssignments); !slices.Equal(got, []string{"outbound|20880||order", "outbound|8080||web"}) {
+		t.Errorf("load assignments %v, want both clusters' after a push naming one", got)
+	}
+	if eps, err := v.Endpoints("outbound|8080||web"); err != nil || !slices.Equal(eps, []string{"10.1.0.9:8080"}) {
+		t.Errorf("web's endpoints %v, %v: want the pushed 10.1.0.9:8080", eps, err)
+	}
+}
+
+// A cluster that leaves CDS leaves the EDS subscription and the view.
+func TestSidecarViewForgetsUnsubscribed(t *testing.T) {
+	v := newView(Pod{})
+	v.LoadAssignments["a"] = &endpointv3.ClusterLoadAssignment{ClusterName: "a"}
+	v.LoadAssignments["b"] = &endpointv3.ClusterLoadAssignment{ClusterName: "b"}
+	v.Routes["80"] = &routev3.RouteConfiguration{Name: "80"}
+	v.forget(TypeEndpoint, []string{"b", "c"})
+	if got := Names(v.LoadAssignments); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("load assignments %v after subscribing to [b c], want [b]", got)
+	}
+	if got := Names(v.Routes); !slices.Equal(got, []string{"80"}) {
+		t.Errorf("routes %v after an EDS change, want [80] kept", got)
+	}
+	v.forget(TypeRoute, nil)
+	if len(v.Routes) != 0 {
+		t.Errorf("routes %v after unsubscribing from all", Names(v.Routes))
 	}
 }
