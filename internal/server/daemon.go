@@ -36,6 +36,7 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/importfilter"
+	"github.com/galleon-mesh/galleon/internal/kubewrite"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/serve/mcp"
@@ -135,6 +136,11 @@ type options struct {
 	// Import filters (internal/importfilter), and what check made of them.
 	filters importfilter.Settings
 	filter  *importfilter.Filter
+
+	// The Kubernetes output (internal/kubewrite).
+	kube kubeOptions
+	// name is the binary's name: the default --kubernetes-owner.
+	name string
 }
 
 func (o *options) register(fs *pflag.FlagSet) {
@@ -175,6 +181,7 @@ func (o *options) register(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.tlsAllowedClients, "tls-allowed-clients", nil, "with --tls-client-ca, the identities a client certificate must hold one of: URI SANs (spiffe://cluster.local/ns/istio-system/sa/istiod) or DNS SANs; a trailing * matches any suffix")
 	fs.StringVar(&o.calloutServerName, "mcp-callout-server-name", "", "name the callout sink's certificate must carry (default: the host of --mcp-callout); turns TLS on")
 	o.registerFilters(fs)
+	o.kube.register(fs)
 }
 
 // registerFilters declares the import filters: what of the registry is served at all
@@ -238,7 +245,7 @@ func (o *options) check() error {
 	_, err := o.addresses()
 	errs = append(errs, err, o.checkCallout(), o.checkListenerTLS())
 	o.filter, err = importfilter.New(o.filters, "--")
-	errs = append(errs, err)
+	errs = append(errs, err, o.kube.check())
 	return errors.Join(errs...)
 }
 
@@ -413,7 +420,7 @@ func Run(ctx context.Context, spec Spec, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %s\n\nUsage: %s [flags]\n\nEvery flag can also be set as GALLEON_<FLAG> in the environment\n(--debounce-quiet is GALLEON_DEBOUNCE_QUIET) or as a key in the --config file.\nFlags win over the environment, which wins over the file.\n\nFlags:\n%s",
 			spec.Name, spec.Summary, spec.Name, fs.FlagUsages())
 	}
-	var o options
+	o := options{name: spec.Name}
 	o.register(fs)
 	newRegistry, err := adapterFlags(spec, fs)
 	if err != nil {
@@ -637,8 +644,19 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(c.vips),
 		"client_limits", budget.Limits().String())
 
+	var kube *kubewrite.Writer
+	if o.kube.enabled {
+		if kube, err = o.kube.writer(store, o.name, log, metrics); err != nil {
+			closeAll(append(shardLis, grpcLis, httpLis))
+			return err
+		}
+	}
+
 	parts, ctx := rungroup.WithContext(ctx)
 	run(parts, ctx)
+	if kube != nil {
+		parts.Go("kubernetes", func() error { return kube.Run(ctx) })
+	}
 	parts.Go("grpc", func() error { return g.Serve(grpcLis) })
 	for i, l := range shardLis {
 		parts.Go(shard.Name(i), func() error { return g.Serve(l) })

@@ -100,7 +100,7 @@ func RunFleet(ctx context.Context, spec FleetSpec, args []string, stderr io.Writ
 		fmt.Fprintf(stderr, "%s: %s\n\nUsage: %s --registries FILE [flags]\n\nEvery flag can also be set as GALLEON_<FLAG> in the environment or as a key in the\n--config file. Each registry's own settings are in the registry list.\n\nFlags:\n%s",
 			spec.Name, spec.Summary, spec.Name, fs.FlagUsages())
 	}
-	var o options
+	o := options{name: spec.Name}
 	var fo fleetOptions
 	o.register(fs)
 	fo.register(fs)

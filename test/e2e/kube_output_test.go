@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/galleon-mesh/galleon/test/istiod"
+	"github.com/galleon-mesh/galleon/test/kube"
+)
+
+var serviceEntryResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
+
+// TestKubernetesOutput runs galleon-file with --output-kubernetes against a real API server
+// with Istio's CRDs: its ServiceEntries are written with server-side apply and its labels,
+// an edit is written and nothing else is, an object another owner wrote is left alone, a
+// missing namespace is reported and written once it exists, a removal waits for the removal
+// delay, and a restart rewrites nothing that is already right but deletes what went meanwhile.
+func TestKubernetesOutput(t *testing.T) {
+	rels, err := istiod.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := galleonBinary(t, "galleon-file")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := kube.Start(t)
+	istiod.PrepareCluster(t, c, rels[0]) // the CRDs: the oldest release's, the ones every release reads
+	client, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// shop exists and holds a ServiceEntry of the name Galleon's legacy would take, written by
+	// someone else; payments does not exist yet.
+	if _, err := client.ApplyYAML(ctx, []byte(`apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: legacy, namespace: shop}
+spec:
+  hosts: [legacy.example.com]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  ports: [{number: 443, name: tls, protocol: TLS}]
+`), "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	ses := client.Dynamic.Resource(serviceEntryResource)
+	get := func(ns, name string) (*unstructured.Unstructured, error) {
+		return ses.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	}
+	legacyBefore, err := get("shop", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	service := func(name, ns string, addrs ...string) fileService {
+		s := fileService{Name: name, Namespace: ns, Hosts: []string{name + ".vms.internal"},
+			Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}}}
+		for i, a := range addrs {
+			s.Instances = append(s.Instances, fileInstance{ID: fmt.Sprintf("%s-%d", name, i), Address: a})
+		}
+		return s
+	}
+	reg := fileRegistry{Services: []fileService{
+		service("orders", "shop", "10.9.0.1", "10.9.0.2"),
+		service("stock", "shop", "10.9.1.1"),
+		service("legacy", "shop", "10.9.2.1"),
+		service("billing", "payments", "10.9.3.1"),
+	}}
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	const removalDelay = 3 * time.Second
+	args := []string{"--file-dir", dir, "--output-kubernetes", "--kubeconfig", c.Kubeconfig,
+		"--kubernetes-removal-delay", removalDelay.String(), "--removal-hold", "0"}
+	g := startGalleon(t, bin, args...)
+
+	waitFor := func(what string, cond func() (bool, error)) {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
+		defer wcancel()
+		if err := g.WaitFor(wctx, cond); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, g.Tail(30))
+		}
+	}
+	endpointsOf := func(o *unstructured.Unstructured) []string {
+		eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+		var out []string
+		for _, e := range eps {
+			if m, ok := e.(map[string]any); ok {
+				out = append(out, fmt.Sprint(m["address"]))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	waitEndpoints := func(what, ns, name string, want ...string) *unstructured.Unstructured {
+		t.Helper()
+		var o *unstructured.Unstructured
+		waitFor(what, func() (bool, error) {
+			var err error
+			if o, err = get(ns, name); apierrors.IsNotFound(err) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+			return slices.Equal(endpointsOf(o), want), nil
+		})
+		return o
+	}
+
+	// 1. Written, with the owner's labels, the content hash, one field manager.
+	orders := waitEndpoints("shop/orders written", "shop", "orders", "10.9.0.1", "10.9.0.2")
+	stock := waitEndpoints("shop/stock written", "shop", "stock", "10.9.1.1")
+	labels := orders.GetLabels()
+	if labels["galleon.io/owner"] != "galleon-file" || labels["galleon.io/registry"] != "file" || labels["app.kubernetes.io/managed-by"] != "galleon" {
+		t.Errorf("shop/orders labels %v: want galleon.io/owner=galleon-file, galleon.io/registry=file, app.kubernetes.io/managed-by=galleon", labels)
+	}
+	if orders.GetAnnotations()["galleon.io/content-hash"] == "" {
+		t.Errorf("shop/orders has no galleon.io/content-hash annotation: %v", orders.GetAnnotations())
+	}
+	if hosts, _, _ := unstructured.NestedStringSlice(orders.Object, "spec", "hosts"); !slices.Equal(hosts, []string{"orders.vms.internal"}) {
+		t.Errorf("shop/orders spec.hosts %v", hosts)
+	}
+	var managers []string
+	for _, f := range orders.GetManagedFields() {
+		managers = append(managers, f.Manager+"/"+string(f.Operation))
+	}
+	if !slices.Equal(managers, []string{"galleon/Apply"}) {
+		t.Errorf("shop/orders field managers %v, want [galleon/Apply]", managers)
+	}
+
+	// 2. Another owner's object is left alone, and reported.
+	waitFor("the conflict on shop/legacy reported", func() (bool, error) {
+		fams, _, err := scrapeMetrics(ctx, g)
+		if err != nil {
+			return false, err
+		}
+		n, _ := metricSum(fams, "galleon_kubernetes_conflicts", nil)
+		return n == 1, nil
+	})
+	legacy, err := get("shop", "legacy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if legacy.GetResourceVersion() != legacyBefore.GetResourceVersion() || legacy.GetLabels()["galleon.io/owner"] != "" {
+		t.Errorf("shop/legacy, another owner's, was changed: resourceVersion %s -> %s, labels %v",
+			legacyBefore.GetResourceVersion(), legacy.GetResourceVersion(), legacy.GetLabels())
+	}
+
+	// 3. A namespace that does not exist is reported, and its object written once it exists.
+	waitFor("payments' missing namespace reported", func() (bool, error) {
+		fams, _, err := scrapeMetrics(ctx, g)
+		if err != nil {
+			return false, err
+		}
+		n, _ := metricSum(fams, "galleon_kubernetes_writes_total", map[string]string{"result": "missing_namespace"})
+		return n >= 1, nil
+	})
+	if !g.LogContains("the namespace does not exist") {
+		t.Errorf("no log line says the namespace payments does not exist:\n%s", g.Tail(30))
+	}
+	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: payments}\n"), "galleon-e2e"); err != nil {
+		t.Fatal(err)
+	}
+	waitEndpoints("payments/billing written once its namespace exists", "payments", "billing", "10.9.3.1")
+
+	// 4. An edit is written; what did not change is not (server-side apply of an unchanged
+	// object would leave its resourceVersion as it is: count the requests).
+	applied := func() float64 {
+		t.Helper()
+		fams, _, err := scrapeMetrics(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := metricSum(fams, "galleon_kubernetes_writes_total", map[string]string{"result": "applied"})
+		return n
+	}
+	appliedBefore := applied()
+	reg.Services[0].Instances[1].Address = "10.9.0.3"
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	waitEndpoints("shop/orders edited", "shop", "orders", "10.9.0.1", "10.9.0.3")
+	if n := applied() - appliedBefore; n != 1 {
+		t.Errorf("one service edited: %v objects applied, want 1", n)
+	}
+	if s, err := get("shop", "stock"); err != nil || s.GetResourceVersion() != stock.GetResourceVersion() {
+		t.Errorf("shop/stock, unchanged, was written again (resourceVersion %s -> %v, %v)", stock.GetResourceVersion(), s.GetResourceVersion(), err)
+	}
+
+	// 5. A removal waits for the removal delay.
+	reg.Services = slices.Delete(reg.Services, 1, 2) // stock
+	removed := time.Now()
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	waitFor("shop/stock deleted", func() (bool, error) {
+		_, err := get("shop", "stock")
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if took := time.Since(removed); took < removalDelay {
+		t.Errorf("shop/stock deleted %v after it left the registry, before the removal delay (%v)", took, removalDelay)
+	}
+
+	// 6. A restart rewrites nothing already right, and deletes what left meanwhile.
+	g.Stop()
+	ordersBefore, err := get("shop", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Services = slices.DeleteFunc(reg.Services, func(s fileService) bool { return s.Name == "billing" })
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	g = startGalleon(t, bin, args...)
+	waitFor("payments/billing deleted after the restart", func() (bool, error) {
+		_, err := get("payments", "billing")
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if n := applied(); n != 0 {
+		t.Errorf("after a restart with nothing changed but a removal, %v objects were applied, want 0", n)
+	}
+	if o, err := get("shop", "orders"); err != nil || o.GetResourceVersion() != ordersBefore.GetResourceVersion() {
+		t.Errorf("shop/orders was written again after a restart (resourceVersion %s -> %v, %v)", ordersBefore.GetResourceVersion(), o.GetResourceVersion(), err)
+	}
+	if l, err := get("shop", "legacy"); err != nil || l.GetResourceVersion() != legacyBefore.GetResourceVersion() {
+		t.Errorf("shop/legacy, another owner's, changed after the restart: %v, %v", l.GetResourceVersion(), err)
+	}
+}
