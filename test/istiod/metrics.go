@@ -207,7 +207,10 @@ func (i *Istiod) counter(ctx context.Context, name string, labels map[string]str
 // configs=[...]", pilot/pkg/xds/discovery.go ConfigUpdate, skipped when
 // OnlyHasConfigsOfKind(Endpoints)), which Start turns on for those releases. These are counted
 // before debouncing, so a change can count more than once; 0 still means no change but
-// endpoints reached the push queue.
+// endpoints reached the push queue. A request whose configs are all of kind Address is not
+// counted either: in ambient mode istiod's ambient index sends every workload change as one
+// (ambient/ambientindex.go PushXdsAddress, Full=false, reason "ambient"), and neither CDS nor LDS
+// of a sidecar is rebuilt for it (xds/cds.go, xds/lds.go: kind.Address among the skipped kinds).
 func (i *Istiod) FullPushes(ctx context.Context) (float64, error) {
 	if i.Release.PushContextEveryPush() {
 		return i.nonEndpointPushes(), nil
@@ -223,10 +226,30 @@ func (i *Istiod) nonEndpointPushes() float64 {
 	defer i.pushLog.mu.Unlock()
 	added := i.LogSince(i.pushLog.offset)
 	if end := strings.LastIndexByte(added, '\n'); end >= 0 {
-		i.pushLog.count += strings.Count(added[:end+1], nonEndpointPushLog)
+		i.pushLog.count += countNonEndpointPushes(added[:end+1])
 		i.pushLog.offset += int64(end + 1)
 	}
 	return float64(i.pushLog.count)
+}
+
+// countNonEndpointPushes counts the lines of log that log a push request with a config of a kind
+// other than Address ("push triggered configs=[Address//... Address//...] reasons=[ambient]").
+func countNonEndpointPushes(log string) int {
+	n := 0
+	for line := range strings.Lines(log) {
+		_, rest, ok := strings.Cut(line, nonEndpointPushLog+"[")
+		if !ok {
+			continue
+		}
+		configs, _, _ := strings.Cut(rest, "]")
+		for c := range strings.FieldsSeq(configs) {
+			if !strings.HasPrefix(c, "Address/") {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // nonEndpointPushLog is what istiod 1.31 logs (scope "push", debug) for a push request that

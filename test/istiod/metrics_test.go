@@ -83,3 +83,16 @@ rootNamespace: galleon
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// Only push requests with a config other than endpoints and addresses count as full pushes on
+// the releases that log them: the ambient index's Address pushes rebuild no sidecar config.
+func TestCountNonEndpointPushes(t *testing.T) {
+	log := `2026-11-28T08:35:45.453217Z	debug	push	push triggered configs=[Address//Kubernetes/networking.istio.io/ServiceEntry/shop/orders/10.9.0.2 Address//Kubernetes/networking.istio.io/ServiceEntry/shop/orders/10.9.0.3] reasons=[ambient]
+2026-11-28T08:35:45.554064Z	info	ads	Push debounce stable[3] 2 for config Endpoints/shop/orders.vms.internal and 2 more configs
+2026-11-28T08:35:46.1Z	debug	push	push triggered configs=[ServiceEntry/shop/orders] reasons=[config]
+2026-11-28T08:35:46.2Z	debug	push	push triggered configs=[Address//Kubernetes/x ServiceEntry/shop/ledger] reasons=[ambient config]
+`
+	if n := countNonEndpointPushes(log); n != 2 {
+		t.Errorf("counted %d, want 2 (the ServiceEntry pushes, not the Address-only one)", n)
+	}
+}
