@@ -7,6 +7,7 @@ type metrics struct {
 	objects   *prometheus.GaugeVec
 	pending   prometheus.Gauge
 	conflicts prometheus.Gauge
+	writing   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -27,11 +28,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "galleon_kubernetes_conflicts",
 			Help: "Names the snapshot holds whose object belongs to another owner (left alone).",
 		}),
+		writing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "galleon_kubernetes_writing",
+			Help: "1 while this process writes the Kubernetes API: always with no lease, only while it holds the lease with one (--kubernetes-lease).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.objects, m.pending, m.conflicts} {
+	for _, c := range []prometheus.Collector{m.writes, m.objects, m.pending, m.conflicts, m.writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -127,21 +127,28 @@ func New(cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{
-		cfg: cfg, log: log.With("output", "kubernetes", "owner", cfg.Owner), metrics: m,
-		owned: map[snapshot.Kind]map[string]ownedObject{}, pending: map[key]struct{}{},
-		retry: map[key]struct{}{}, gone: map[key]time.Time{}, conflicts: map[key]bool{},
-		missingNamespaces: map[string]bool{}, seq: map[snapshot.Kind]uint64{},
-	}
+	return &Writer{cfg: cfg, log: log.With("output", "kubernetes", "owner", cfg.Owner), metrics: m}, nil
+}
+
+// reset forgets everything: a run starts from the API server's state, which another replica
+// may have changed since the last run.
+func (w *Writer) reset() {
+	w.owned = map[snapshot.Kind]map[string]ownedObject{}
 	for _, k := range snapshot.Kinds() {
 		w.owned[k] = map[string]ownedObject{}
 	}
-	return w, nil
+	w.pending, w.retry, w.gone = map[key]struct{}{}, map[key]struct{}{}, map[key]time.Time{}
+	w.conflicts, w.missingNamespaces, w.seq = map[key]bool{}, map[string]bool{}, map[snapshot.Kind]uint64{}
+	w.retryAt, w.backoff = time.Time{}, 0
 }
 
 // Run writes until ctx ends: it waits for a ready snapshot, lists what the owner holds, then
-// follows the snapshot. It returns ctx's error.
+// follows the snapshot. It returns ctx's error. It may be called again once it has returned
+// (a replica that regains its lease): each run starts from a new listing.
 func (w *Writer) Run(ctx context.Context) error {
+	w.reset()
+	w.metrics.writing.Set(1)
+	defer w.metrics.writing.Set(0)
 	changed, cancel := w.cfg.Source.Subscribe()
 	defer cancel()
 	for !w.cfg.Source.Current().Ready {
@@ -285,6 +292,7 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 		w.backoff = 0
 	}
 	w.metrics.pending.Set(float64(len(w.pending) + len(w.retry) + len(w.gone)))
+	w.metrics.conflicts.Set(float64(len(w.conflicts)))
 	var due time.Time
 	if len(w.retry) > 0 {
 		due = w.retryAt
@@ -452,7 +460,6 @@ func (w *Writer) record(t task, r result) bool {
 			w.conflicts[t.key] = true
 			w.log.Warn("left alone: the object belongs to another owner", "object", t.header, "err", r.err)
 		}
-		w.metrics.conflicts.Set(float64(len(w.conflicts)))
 		return false
 	case outcomeInvalid:
 		w.log.Error("the API server refused the object; it is written again when it changes", "object", t.header, "err", r.err)

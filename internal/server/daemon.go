@@ -36,7 +36,6 @@ import (
 
 	"github.com/galleon-mesh/galleon/internal/convert"
 	"github.com/galleon-mesh/galleon/internal/importfilter"
-	"github.com/galleon-mesh/galleon/internal/kubewrite"
 	"github.com/galleon-mesh/galleon/internal/pipeline"
 	"github.com/galleon-mesh/galleon/internal/serve"
 	"github.com/galleon-mesh/galleon/internal/serve/mcp"
@@ -644,9 +643,9 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 		"output", o.output, "debounce_quiet", o.quiet, "debounce_max", o.maxDelay, "vip_ranges", vipRangesLog(c.vips),
 		"client_limits", budget.Limits().String())
 
-	var kube *kubewrite.Writer
+	var kube func(ctx context.Context) error
 	if o.kube.enabled {
-		if kube, err = o.kube.writer(store, o.name, log, metrics); err != nil {
+		if kube, err = o.kube.output(store, o.name, log, metrics); err != nil {
 			closeAll(append(shardLis, grpcLis, httpLis))
 			return err
 		}
@@ -655,7 +654,7 @@ func (c *core) serve(ctx context.Context, o *options, listenerTLS *servertls.Ser
 	parts, ctx := rungroup.WithContext(ctx)
 	run(parts, ctx)
 	if kube != nil {
-		parts.Go("kubernetes", func() error { return kube.Run(ctx) })
+		parts.Go("kubernetes", func() error { return kube(ctx) })
 	}
 	parts.Go("grpc", func() error { return g.Serve(grpcLis) })
 	for i, l := range shardLis {

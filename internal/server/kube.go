@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -11,8 +13,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/galleon-mesh/galleon/internal/kubewrite"
 	"github.com/galleon-mesh/galleon/internal/snapshot"
@@ -28,6 +32,10 @@ type kubeOptions struct {
 	qps              float64
 	burst            int
 	createNamespaces bool
+
+	// lease is "namespace/name" of the Lease replicas take turns on; empty: no election.
+	lease                                 string
+	leaseDuration, leaseRenew, leaseRetry time.Duration
 }
 
 // Defaults of the Kubernetes output's client: a registry storm is coalesced into rounds,
@@ -44,6 +52,10 @@ func (k *kubeOptions) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&k.removalDelay, "kubernetes-removal-delay", kubewrite.DefaultRemovalDelay, "with --output-kubernetes: how long a resource must be out of the snapshot before its object is deleted")
 	fs.Float64Var(&k.qps, "kubernetes-qps", defaultKubeQPS, "with --output-kubernetes: requests a second to the API server, on average (client-go's rate limiter)")
 	fs.IntVar(&k.burst, "kubernetes-burst", defaultKubeBurst, "with --output-kubernetes: requests the API server may get at once above --kubernetes-qps")
+	fs.StringVar(&k.lease, "kubernetes-lease", "", "with --output-kubernetes: namespace/name of a Lease (coordination.k8s.io) the replicas of one deployment take turns on, so that one writes at a time; empty: this process always writes (one replica)")
+	fs.DurationVar(&k.leaseDuration, "kubernetes-lease-duration", kubewrite.DefaultLeaseDuration, "with --kubernetes-lease: how long a replica that stopped renewing keeps the lease before another takes it")
+	fs.DurationVar(&k.leaseRenew, "kubernetes-lease-renew-deadline", kubewrite.DefaultRenewDeadline, "with --kubernetes-lease: how long the holder tries to renew before it gives up and stops writing (less than --kubernetes-lease-duration)")
+	fs.DurationVar(&k.leaseRetry, "kubernetes-lease-retry-period", kubewrite.DefaultRetryPeriod, "with --kubernetes-lease: how often a replica tries to take or renew the lease")
 	fs.BoolVar(&k.createNamespaces, "kubernetes-create-namespaces", false, "with --output-kubernetes: create a namespace a resource needs that does not exist (labelled app.kubernetes.io/managed-by=galleon); false: report it and retry")
 }
 
@@ -62,6 +74,18 @@ func (k *kubeOptions) check() error {
 	}
 	if k.qps <= 0 || k.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kubernetes-qps %v and --kubernetes-burst %d: want positive numbers", k.qps, k.burst))
+	}
+	if k.lease != "" {
+		ns, name, ok := strings.Cut(k.lease, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, fmt.Errorf("--kubernetes-lease %q: want namespace/name, e.g. istio-system/galleon-consul", k.lease))
+		}
+		// client-go's rule (leaderelection.NewLeaderElector): the renew deadline must leave
+		// room for one retry with its jitter (1.2).
+		if k.leaseRetry <= 0 || k.leaseRenew <= k.leaseRetry*6/5 || k.leaseDuration <= k.leaseRenew {
+			errs = append(errs, fmt.Errorf("--kubernetes-lease-duration %v, --kubernetes-lease-renew-deadline %v, --kubernetes-lease-retry-period %v: want duration > renew deadline > 1.2 x retry period > 0",
+				k.leaseDuration, k.leaseRenew, k.leaseRetry))
+		}
 	}
 	if _, err := k.restConfig(); err != nil {
 		errs = append(errs, err)
@@ -85,8 +109,9 @@ func (k *kubeOptions) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
-// writer builds the Kubernetes output on store; owner is the default --kubernetes-owner.
-func (k *kubeOptions) writer(store snapshot.Source, owner string, log *slog.Logger, metrics prometheus.Registerer) (*kubewrite.Writer, error) {
+// output builds the Kubernetes output on store, as the part the daemon runs; owner is the default
+// --kubernetes-owner.
+func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logger, metrics prometheus.Registerer) (func(ctx context.Context) error, error) {
 	cfg, err := k.restConfig()
 	if err != nil {
 		return nil, err
@@ -99,9 +124,32 @@ func (k *kubeOptions) writer(store snapshot.Source, owner string, log *slog.Logg
 		owner = k.owner
 	}
 	log.Info("writing to the Kubernetes API", "server", cfg.Host, "owner", owner, "removal_delay", k.removalDelay,
-		"qps", k.qps, "burst", k.burst, "create_namespaces", k.createNamespaces)
-	return kubewrite.New(kubewrite.Config{
+		"qps", k.qps, "burst", k.burst, "create_namespaces", k.createNamespaces, "lease", k.lease)
+	w, err := kubewrite.New(kubewrite.Config{
 		Source: store, Client: client, Owner: owner, RemovalDelay: k.removalDelay,
 		CreateNamespaces: k.createNamespaces, Logger: log, Registerer: metrics,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// client-go logs through klog (leader election, the API server's warnings): into this
+	// process's log, not stderr's own format.
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	if k.lease == "" {
+		return w.Run, nil
+	}
+	leases, err := coordinationv1.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--kubernetes-lease: %w", err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("--kubernetes-lease: this replica's identity: %w", err)
+	}
+	ns, name, _ := strings.Cut(k.lease, "/")
+	lease := kubewrite.LeaseConfig{
+		Client: leases, Namespace: ns, Name: name, Identity: fmt.Sprintf("%s_%d", host, os.Getpid()),
+		Duration: k.leaseDuration, RenewDeadline: k.leaseRenew, RetryPeriod: k.leaseRetry, Logger: log,
+	}
+	return func(ctx context.Context) error { return kubewrite.RunElected(ctx, lease, w.Run) }, nil
 }

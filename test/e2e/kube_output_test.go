@@ -237,3 +237,100 @@ spec:
 		t.Errorf("shop/legacy, another owner's, changed after the restart: %v, %v", l.GetResourceVersion(), err)
 	}
 }
+
+// TestKubernetesOutputLease runs two replicas of galleon-file on one registry with
+// --kubernetes-lease: one writes, the other stands by and writes nothing; when the writer stops,
+// the other takes the lease, rewrites nothing already right, and writes the next change.
+func TestKubernetesOutputLease(t *testing.T) {
+	rels, err := istiod.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := galleonBinary(t, "galleon-file")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := kube.Start(t)
+	istiod.PrepareCluster(t, c, rels[0])
+	client, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: galleon}\n"), "galleon-e2e"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	reg := fileRegistry{Services: []fileService{{Name: "orders", Namespace: "shop", Hosts: []string{"orders.vms.internal"},
+		Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}}, Instances: []fileInstance{{ID: "orders-1", Address: "10.9.0.1"}}}}}
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	args := []string{"--file-dir", dir, "--output-kubernetes", "--kubeconfig", c.Kubeconfig,
+		"--kubernetes-lease", "galleon/galleon-file-writer", "--kubernetes-lease-duration", "3s",
+		"--kubernetes-lease-renew-deadline", "2s", "--kubernetes-lease-retry-period", "250ms"}
+	metric := func(g *galleon, name string, labels map[string]string) float64 {
+		t.Helper()
+		fams, _, err := scrapeMetrics(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := metricSum(fams, name, labels)
+		return n
+	}
+	applied := func(g *galleon) float64 {
+		return metric(g, "galleon_kubernetes_writes_total", map[string]string{"result": "applied"})
+	}
+	waitFor := func(g *galleon, what string, cond func() (bool, error)) {
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
+		defer wcancel()
+		if err := g.WaitFor(wctx, cond); err != nil {
+			t.Fatalf("%s: %v\n%s", what, err, g.Tail(30))
+		}
+	}
+	ses := client.Dynamic.Resource(serviceEntryResource).Namespace("shop")
+	waitAddress := func(g *galleon, what, addr string) {
+		t.Helper()
+		waitFor(g, what, func() (bool, error) {
+			o, err := ses.Get(ctx, "orders", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			} else if err != nil {
+				return false, err
+			}
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+			return len(eps) == 1 && eps[0].(map[string]any)["address"] == addr, nil
+		})
+	}
+
+	first := startGalleon(t, bin, args...)
+	waitAddress(first, "the first replica writes shop/orders", "10.9.0.1")
+	second := startGalleon(t, bin, args...)
+	waitFor(second, "the second replica stands by", func() (bool, error) {
+		return second.LogContains("another replica holds the lease"), nil
+	})
+	if w := metric(first, "galleon_kubernetes_writing", nil); w != 1 {
+		t.Errorf("the first replica's galleon_kubernetes_writing is %v, want 1", w)
+	}
+	if w := metric(second, "galleon_kubernetes_writing", nil); w != 0 {
+		t.Errorf("the standby's galleon_kubernetes_writing is %v, want 0", w)
+	}
+	reg.Services[0].Instances[0].Address = "10.9.0.2"
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	waitAddress(first, "the holder writes an edit", "10.9.0.2")
+	if n := applied(second); n != 0 {
+		t.Errorf("the standby applied %v objects, want 0", n)
+	}
+
+	// The holder stops (SIGTERM releases the lease): the standby takes over and rewrites nothing.
+	first.Stop()
+	waitFor(second, "the standby takes the lease", func() (bool, error) {
+		return metric(second, "galleon_kubernetes_writing", nil) == 1 && metric(second, "galleon_kubernetes_objects", map[string]string{"kind": "ServiceEntry"}) == 1, nil
+	})
+	if n := applied(second); n != 0 {
+		t.Errorf("after taking the lease over objects that were right, the new holder applied %v, want 0", n)
+	}
+	reg.Services[0].Instances[0].Address = "10.9.0.3"
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	waitAddress(second, "the new holder writes the next edit", "10.9.0.3")
+	if n := applied(second); n != 1 {
+		t.Errorf("the new holder applied %v objects for one edit, want 1", n)
+	}
+}
