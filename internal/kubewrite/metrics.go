@@ -14,7 +14,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "galleon_kubernetes_writes_total",
-			Help: "Requests that write the Kubernetes API, by kind and result: applied, deleted, conflict (another owner's object, left alone), invalid (refused by validation), missing_namespace, failed (retried), created (a namespace).",
+			Help: "Requests that write the Kubernetes API, by kind and result: applied, deleted, conflict (another owner's object, left alone), invalid (refused by validation), missing_namespace, forbidden and failed (retried), created (a namespace); and objects not written because their namespace is not in --kubernetes-namespaces (outside_namespaces).",
 		}, []string{"kind", "result"}),
 		objects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "galleon_kubernetes_objects",

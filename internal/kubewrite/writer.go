@@ -57,6 +57,9 @@ type Config struct {
 	RemovalDelay time.Duration
 	// CreateNamespaces creates a namespace that does not exist; false reports it and retries.
 	CreateNamespaces bool
+	// Namespaces, when set, are the only namespaces written (and listed, one by one, where
+	// the writer's RBAC is a Role per namespace); a resource elsewhere is reported and skipped.
+	Namespaces []string
 	// Workers is how many requests are in flight at once (DefaultWorkers).
 	Workers int
 	// RoundSize is DefaultRoundSize when 0.
@@ -86,8 +89,9 @@ type Writer struct {
 	gone map[key]time.Time
 	// conflicts are names another owner holds, reported once each.
 	conflicts map[key]bool
-	// missingNamespaces are reported once each.
-	missingNamespaces map[string]bool
+	// missingNamespaces, forbidden and outside (namespaces not in Config.Namespaces) are
+	// reported once each.
+	missingNamespaces, forbidden, outside map[string]bool
 	// seq is the collection sequence number last looked at, by kind (0: none).
 	seq map[snapshot.Kind]uint64
 }
@@ -138,7 +142,8 @@ func (w *Writer) reset() {
 		w.owned[k] = map[string]ownedObject{}
 	}
 	w.pending, w.retry, w.gone = map[key]struct{}{}, map[key]struct{}{}, map[key]time.Time{}
-	w.conflicts, w.missingNamespaces, w.seq = map[key]bool{}, map[string]bool{}, map[snapshot.Kind]uint64{}
+	w.conflicts, w.seq = map[key]bool{}, map[snapshot.Kind]uint64{}
+	w.missingNamespaces, w.forbidden, w.outside = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	w.retryAt, w.backoff = time.Time{}, 0
 }
 
@@ -197,19 +202,25 @@ func (w *Writer) Run(ctx context.Context) error {
 // listOwned reads every object of this owner, of every kind, into owned.
 func (w *Writer) listOwned(ctx context.Context) error {
 	sel := LabelOwner + "=" + w.cfg.Owner
+	namespaces := w.cfg.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
 	for _, k := range snapshot.Kinds() {
 		owned := map[string]ownedObject{}
-		cont := ""
-		for {
-			list, err := w.cfg.Client.Resource(resourceOf(k)).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 500, Continue: cont})
-			if err != nil {
-				return fmt.Errorf("listing %s: %w", resourceOf(k).Resource, err)
-			}
-			for _, o := range list.Items {
-				owned[o.GetNamespace()+"/"+o.GetName()] = ownedObject{hash: o.GetAnnotations()[AnnotationContentHash], uid: o.GetUID()}
-			}
-			if cont = list.GetContinue(); cont == "" {
-				break
+		for _, ns := range namespaces {
+			cont := ""
+			for {
+				list, err := w.cfg.Client.Resource(resourceOf(k)).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 500, Continue: cont})
+				if err != nil {
+					return fmt.Errorf("listing %s: %w", resourceOf(k).Resource, err)
+				}
+				for _, o := range list.Items {
+					owned[o.GetNamespace()+"/"+o.GetName()] = ownedObject{hash: o.GetAnnotations()[AnnotationContentHash], uid: o.GetUID()}
+				}
+				if cont = list.GetContinue(); cont == "" {
+					break
+				}
 			}
 		}
 		w.owned[k] = owned
@@ -322,6 +333,14 @@ type task struct {
 func (w *Writer) plan(k key, r *snapshot.Resource, now time.Time) (task, bool) {
 	have, ours := w.owned[k.kind][k.name]
 	t := task{key: k, res: r, known: ours, uid: have.uid, header: k.kind.String() + " " + k.name}
+	if ns, _, _ := strings.Cut(k.name, "/"); r != nil && !ours && len(w.cfg.Namespaces) > 0 && !slices.Contains(w.cfg.Namespaces, ns) {
+		if !w.outside[ns] {
+			w.outside[ns] = true
+			w.log.Warn("not written: the namespace is not one the writer may write (--kubernetes-namespaces)", "namespace", ns, "object", t.header)
+		}
+		w.metrics.writes.WithLabelValues(k.kind.String(), outcomeOutside).Inc()
+		return t, false
+	}
 	if r != nil {
 		delete(w.gone, k)
 		return t, !ours || have.hash != r.Version
@@ -350,10 +369,12 @@ type result struct {
 const (
 	outcomeApplied          = "applied"
 	outcomeDeleted          = "deleted"
-	outcomeConflict         = "conflict"          // another owner's object: left alone
-	outcomeInvalid          = "invalid"           // refused by the API server's validation: retried when it changes
-	outcomeMissingNamespace = "missing_namespace" // retried
-	outcomeFailed           = "failed"            // retried
+	outcomeConflict         = "conflict"           // another owner's object: left alone
+	outcomeInvalid          = "invalid"            // refused by the API server's validation: retried when it changes
+	outcomeMissingNamespace = "missing_namespace"  // retried
+	outcomeForbidden        = "forbidden"          // by RBAC: retried
+	outcomeOutside          = "outside_namespaces" // not in Config.Namespaces: skipped
+	outcomeFailed           = "failed"             // retried
 )
 
 func (w *Writer) do(ctx context.Context, t task) result {
@@ -367,6 +388,8 @@ func (w *Writer) do(ctx context.Context, t task) result {
 		case apierrors.IsConflict(err):
 			// The object of that name is not the one this owner wrote any more.
 			return result{outcome: outcomeConflict, err: err}
+		case apierrors.IsForbidden(err):
+			return result{outcome: outcomeForbidden, err: err}
 		}
 		return result{outcome: outcomeFailed, err: err}
 	}
@@ -378,6 +401,8 @@ func (w *Writer) do(ctx context.Context, t task) result {
 		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err):
+			return result{outcome: outcomeForbidden, err: err}
 		case err != nil:
 			return result{outcome: outcomeFailed, err: err}
 		case cur.GetLabels()[LabelOwner] != w.cfg.Owner:
@@ -396,6 +421,8 @@ func (w *Writer) do(ctx context.Context, t task) result {
 		return result{outcome: outcomeApplied, uid: out.GetUID()}
 	case apierrors.IsNotFound(err):
 		return result{outcome: outcomeMissingNamespace, err: err}
+	case apierrors.IsForbidden(err):
+		return result{outcome: outcomeForbidden, err: err}
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return result{outcome: outcomeInvalid, err: err}
 	}
@@ -469,6 +496,12 @@ func (w *Writer) record(t task, r result) bool {
 		if !w.missingNamespaces[ns] {
 			w.missingNamespaces[ns] = true
 			w.log.Warn("the namespace does not exist: create it, or run with --kubernetes-create-namespaces; retrying", "namespace", ns, "object", t.header)
+		}
+	case outcomeForbidden:
+		ns, _, _ := strings.Cut(t.name, "/")
+		if !w.forbidden[ns] {
+			w.forbidden[ns] = true
+			w.log.Warn("the API server forbids this writer to write the namespace: grant it the chart's RBAC there (docs/configuration.md#kubernetes-output); retrying", "namespace", ns, "object", t.header, "err", r.err)
 		}
 	default:
 		w.log.Warn("write failed; retrying", "object", t.header, "err", r.err)

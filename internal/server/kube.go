@@ -32,6 +32,7 @@ type kubeOptions struct {
 	qps              float64
 	burst            int
 	createNamespaces bool
+	namespaces       []string
 
 	// lease is "namespace/name" of the Lease replicas take turns on; empty: no election.
 	lease                                 string
@@ -56,6 +57,7 @@ func (k *kubeOptions) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&k.leaseDuration, "kubernetes-lease-duration", kubewrite.DefaultLeaseDuration, "with --kubernetes-lease: how long a replica that stopped renewing keeps the lease before another takes it")
 	fs.DurationVar(&k.leaseRenew, "kubernetes-lease-renew-deadline", kubewrite.DefaultRenewDeadline, "with --kubernetes-lease: how long the holder tries to renew before it gives up and stops writing (less than --kubernetes-lease-duration)")
 	fs.DurationVar(&k.leaseRetry, "kubernetes-lease-retry-period", kubewrite.DefaultRetryPeriod, "with --kubernetes-lease: how often a replica tries to take or renew the lease")
+	fs.StringSliceVar(&k.namespaces, "kubernetes-namespaces", nil, "with --output-kubernetes: the only namespaces written (and listed one by one: for RBAC with a Role in each); a service elsewhere is reported and not written; empty: every namespace")
 	fs.BoolVar(&k.createNamespaces, "kubernetes-create-namespaces", false, "with --output-kubernetes: create a namespace a resource needs that does not exist (labelled app.kubernetes.io/managed-by=galleon); false: report it and retry")
 }
 
@@ -74,6 +76,14 @@ func (k *kubeOptions) check() error {
 	}
 	if k.qps <= 0 || k.burst < 1 {
 		errs = append(errs, fmt.Errorf("--kubernetes-qps %v and --kubernetes-burst %d: want positive numbers", k.qps, k.burst))
+	}
+	for _, ns := range k.namespaces {
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			errs = append(errs, fmt.Errorf("--kubernetes-namespaces: %q is not a namespace name", ns))
+		}
+	}
+	if len(k.namespaces) > 0 && k.createNamespaces {
+		errs = append(errs, errors.New("--kubernetes-create-namespaces and --kubernetes-namespaces do not go together: the namespaces written are known, create them"))
 	}
 	if k.lease != "" {
 		ns, name, ok := strings.Cut(k.lease, "/")
@@ -124,10 +134,10 @@ func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logg
 		owner = k.owner
 	}
 	log.Info("writing to the Kubernetes API", "server", cfg.Host, "owner", owner, "removal_delay", k.removalDelay,
-		"qps", k.qps, "burst", k.burst, "create_namespaces", k.createNamespaces, "lease", k.lease)
+		"qps", k.qps, "burst", k.burst, "create_namespaces", k.createNamespaces, "namespaces", k.namespaces, "lease", k.lease)
 	w, err := kubewrite.New(kubewrite.Config{
 		Source: store, Client: client, Owner: owner, RemovalDelay: k.removalDelay,
-		CreateNamespaces: k.createNamespaces, Logger: log, Registerer: metrics,
+		CreateNamespaces: k.createNamespaces, Namespaces: k.namespaces, Logger: log, Registerer: metrics,
 	})
 	if err != nil {
 		return nil, err

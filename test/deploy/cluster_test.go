@@ -225,21 +225,38 @@ stringData:
 	istiodObjs := apply(t, ctx, client, "istiod chart + sidecar post-renderer + registry ConfigMap", append(append(sidecar, []byte("\n---\n")...), cm...))
 	checkSidecarIstiod(t, istiodObjs)
 
+	// The Kubernetes output (every namespace, namespaces created): its ClusterRole, its Lease Role.
+	apply(t, ctx, client, "helm template galleon-writer", render(t, nil, helm, "template", "galleon-writer", chart, "-n", "galleon",
+		"--set", "adapter.name=galleon-eureka", "--set", "fullnameOverride=galleon-writer",
+		"--set", "adapter.args={--log-format=json,--eureka-urls=http://eureka.eureka.svc:8761/eureka}",
+		"--set", "kubernetesOutput.enabled=true", "--set", "kubernetesOutput.createNamespaces=true"))
+
 	// RBAC, as the API server's authorizer decides with what was applied.
 	for _, q := range []struct {
-		user, verb, group, resource, ns string
-		want                            bool
+		user, verb, group, resource, ns, name string
+		want                                  bool
 	}{
-		{"system:serviceaccount:galleon:galleon-file", "get", "", "secrets", "galleon", false},
-		{"system:serviceaccount:galleon:galleon-consul", "list", "", "pods", "galleon", false},
-		{"system:serviceaccount:istio-system:galleon-file", "get", "", "configmaps", "istio-system", false},
-		{"system:serviceaccount:istio-system:istiod", "list", "networking.istio.io", "serviceentries", "", true},
-		{"system:serviceaccount:istio-system:istiod", "watch", "discovery.k8s.io", "endpointslices", "", true},
+		{"system:serviceaccount:galleon:galleon-file", "get", "", "secrets", "galleon", "", false},
+		{"system:serviceaccount:galleon:galleon-consul", "list", "", "pods", "galleon", "", false},
+		{"system:serviceaccount:istio-system:galleon-file", "get", "", "configmaps", "istio-system", "", false},
+		{"system:serviceaccount:istio-system:istiod", "list", "networking.istio.io", "serviceentries", "", "", true},
+		{"system:serviceaccount:istio-system:istiod", "watch", "discovery.k8s.io", "endpointslices", "", "", true},
+		{"system:serviceaccount:galleon:galleon-consul", "patch", "networking.istio.io", "serviceentries", "shop", "", false},
+		{"system:serviceaccount:galleon:galleon-writer", "patch", "networking.istio.io", "serviceentries", "shop", "", true},
+		{"system:serviceaccount:galleon:galleon-writer", "create", "networking.istio.io", "workloadentries", "shop", "", true},
+		{"system:serviceaccount:galleon:galleon-writer", "list", "networking.istio.io", "serviceentries", "", "", true},
+		{"system:serviceaccount:galleon:galleon-writer", "delete", "networking.istio.io", "serviceentries", "shop", "", true},
+		{"system:serviceaccount:galleon:galleon-writer", "create", "", "namespaces", "", "", true},
+		{"system:serviceaccount:galleon:galleon-writer", "delete", "", "namespaces", "", "", false},
+		{"system:serviceaccount:galleon:galleon-writer", "create", "networking.istio.io", "virtualservices", "shop", "", false},
+		{"system:serviceaccount:galleon:galleon-writer", "get", "", "secrets", "galleon", "", false},
+		{"system:serviceaccount:galleon:galleon-writer", "update", "coordination.k8s.io", "leases", "galleon", "galleon-writer-writer", true},
+		{"system:serviceaccount:galleon:galleon-writer", "update", "coordination.k8s.io", "leases", "galleon", "kube-controller-manager", false},
 	} {
 		review := map[string]any{
 			"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
 			"spec": map[string]any{"user": q.user, "resourceAttributes": map[string]any{
-				"verb": q.verb, "group": q.group, "resource": q.resource, "namespace": q.ns}},
+				"verb": q.verb, "group": q.group, "resource": q.resource, "namespace": q.ns, "name": q.name}},
 		}
 		got, err := client.Create(ctx, &unstructured.Unstructured{Object: review})
 		if err != nil {

@@ -3,7 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -332,5 +336,111 @@ func TestKubernetesOutputLease(t *testing.T) {
 	waitAddress(second, "the new holder writes the next edit", "10.9.0.3")
 	if n := applied(second); n != 1 {
 		t.Errorf("the new holder applied %v objects for one edit, want 1", n)
+	}
+}
+
+// TestKubernetesOutputChartRBAC renders the chart with the Kubernetes output on, one namespace
+// allowed, applies it to a real API server, and runs galleon-file with the Deployment's own
+// Kubernetes flags as the chart's ServiceAccount (impersonated): its RBAC is enough to list,
+// write and take the Lease, and a service in a namespace the chart does not grant is reported,
+// not attempted.
+func TestKubernetesOutputChartRBAC(t *testing.T) {
+	rels, err := istiod.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := galleonBinary(t, "galleon-file")
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := kube.Start(t)
+	istiod.PrepareCluster(t, c, rels[0])
+	client, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: galleon}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n"), "galleon-e2e"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, kube.Helm(t), "template", "galleon-file", filepath.Join(root, "deploy/helm/galleon"), "-n", "galleon",
+		"-f", filepath.Join(root, "deploy/helm/values-bookinfo.yaml"),
+		"--set", "kubernetesOutput.enabled=true", "--set", "kubernetesOutput.namespaces={shop}", "--set", "kubernetesOutput.removalDelay=2s").Output()
+	if err != nil {
+		t.Fatalf("helm template: %v", err)
+	}
+	objs, err := client.ApplyYAML(ctx, out, "galleon-e2e")
+	if err != nil {
+		t.Fatalf("applying the chart: %v", err)
+	}
+	var flags []string
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		for _, a := range args {
+			if strings.HasPrefix(a, "--kubernetes-") || a == "--output-kubernetes" {
+				flags = append(flags, a)
+			}
+		}
+		if mount, _, _ := unstructured.NestedBool(o.Object, "spec", "template", "spec", "automountServiceAccountToken"); !mount {
+			t.Errorf("the Deployment mounts no ServiceAccount token with the Kubernetes output on")
+		}
+	}
+	if !slices.Contains(flags, "--output-kubernetes") || !slices.Contains(flags, "--kubernetes-lease=galleon/galleon-file-writer") {
+		t.Fatalf("the chart's Kubernetes flags %q lack --output-kubernetes or the Lease", flags)
+	}
+
+	// The chart's ServiceAccount, impersonated by the admin's kubeconfig.
+	admin, err := os.ReadFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	asSA := strings.Replace(string(admin), "  user:\n", "  user:\n    as: system:serviceaccount:galleon:galleon-file\n    as-groups: [system:serviceaccounts, system:serviceaccounts:galleon, system:authenticated]\n", 1)
+	if err := os.WriteFile(kubeconfig, []byte(asSA), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeRegistryFile(t, dir, "vms.yaml", fileRegistry{Services: []fileService{
+		{Name: "orders", Namespace: "shop", Hosts: []string{"orders.vms.internal"}, Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}},
+			Instances: []fileInstance{{ID: "orders-1", Address: "10.9.0.1"}}},
+		{Name: "audit", Namespace: "other", Hosts: []string{"audit.vms.internal"}, Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}},
+			Instances: []fileInstance{{ID: "audit-1", Address: "10.9.9.1"}}},
+	}})
+	g := startGalleon(t, bin, append([]string{"--file-dir", dir, "--kubeconfig", kubeconfig}, flags...)...)
+	wctx, wcancel := context.WithTimeout(ctx, 45*time.Second)
+	defer wcancel()
+	if err := g.WaitFor(wctx, func() (bool, error) {
+		_, err := client.Dynamic.Resource(serviceEntryResource).Namespace("shop").Get(ctx, "orders", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("shop/orders not written as the chart's ServiceAccount: %v\n%s", err, g.Tail(30))
+	}
+	if !g.LogContains("not written: the namespace is not one the writer may write") {
+		t.Errorf("no log line says other/audit is outside the chart's namespaces:\n%s", g.Tail(30))
+	}
+	fams, _, err := scrapeMetrics(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, result := range []string{"forbidden", "failed"} {
+		if n, _ := metricSum(fams, "galleon_kubernetes_writes_total", map[string]string{"result": result}); n != 0 {
+			t.Errorf("%v requests %s as the chart's ServiceAccount, want 0:\n%s", n, result, g.Tail(30))
+		}
+	}
+	if _, err := client.Dynamic.Resource(serviceEntryResource).Namespace("other").Get(ctx, "audit", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("other/audit, outside the chart's namespaces: %v, want not found", err)
+	}
+	lease, err := client.Dynamic.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace("galleon").Get(ctx, "galleon-file-writer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the Lease: %v", err)
+	}
+	if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); holder == "" {
+		t.Errorf("the Lease galleon/galleon-file-writer has no holder")
 	}
 }
