@@ -31,6 +31,10 @@ const (
 	// DefaultRoundSize is how many objects a round writes before it looks at the snapshot
 	// again, so that a long first write (10,000 services) does not hold back a later change.
 	DefaultRoundSize = 256
+	// DefaultRequestTimeout bounds each request: an API server that accepts a connection and
+	// never answers (overloaded, or stopped) must not hold a round, and the changes behind
+	// it, for ever.
+	DefaultRequestTimeout = 20 * time.Second
 )
 
 // Retry backoff after a failed request: doubles from minBackoff up to maxBackoff while
@@ -63,9 +67,11 @@ type Config struct {
 	// Workers is how many requests are in flight at once (DefaultWorkers).
 	Workers int
 	// RoundSize is DefaultRoundSize when 0.
-	RoundSize  int
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	RoundSize int
+	// RequestTimeout is DefaultRequestTimeout when 0.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -117,6 +123,7 @@ func New(cfg Config) (*Writer, error) {
 	cfg.FieldManager = cmp.Or(cfg.FieldManager, DefaultFieldManager)
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
 	cfg.RoundSize = cmp.Or(cfg.RoundSize, DefaultRoundSize)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
 	if cfg.RemovalDelay == 0 {
 		cfg.RemovalDelay = DefaultRemovalDelay
 	}
@@ -211,7 +218,9 @@ func (w *Writer) listOwned(ctx context.Context) error {
 		for _, ns := range namespaces {
 			cont := ""
 			for {
-				list, err := w.cfg.Client.Resource(resourceOf(k)).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: 500, Continue: cont})
+				rctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+				list, err := w.cfg.Client.Resource(resourceOf(k)).Namespace(ns).List(rctx, metav1.ListOptions{LabelSelector: sel, Limit: 500, Continue: cont})
+				cancel()
 				if err != nil {
 					return fmt.Errorf("listing %s: %w", resourceOf(k).Resource, err)
 				}
@@ -378,6 +387,10 @@ const (
 )
 
 func (w *Writer) do(ctx context.Context, t task) result {
+	// One bound for the task's requests (a read, an apply, a namespace made and the apply
+	// again at most).
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.RequestTimeout)
+	defer cancel()
 	ns, name, _ := strings.Cut(t.name, "/")
 	ri := w.cfg.Client.Resource(resourceOf(t.kind)).Namespace(ns)
 	if t.res == nil {

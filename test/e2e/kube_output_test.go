@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -442,5 +444,100 @@ func TestKubernetesOutputChartRBAC(t *testing.T) {
 	}
 	if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); holder == "" {
 		t.Errorf("the Lease galleon/galleon-file-writer has no holder")
+	}
+}
+
+// TestKubernetesOutputOutages: an outage of the API server (its process stopped) loses nothing:
+// the adapter keeps serving, and what changed meanwhile is written once the API server answers
+// again; a registry outage keeps the last good state, so the objects stay.
+func TestKubernetesOutputOutages(t *testing.T) {
+	rels, err := istiod.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := galleonBinary(t, "galleon-file")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := kube.Start(t)
+	istiod.PrepareCluster(t, c, rels[0])
+	client, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"), "galleon-e2e"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	service := func(name, addr string) fileService {
+		return fileService{Name: name, Namespace: "shop", Hosts: []string{name + ".vms.internal"},
+			Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}}, Instances: []fileInstance{{ID: name + "-1", Address: addr}}}
+	}
+	reg := fileRegistry{Services: []fileService{service("orders", "10.9.0.1"), service("stock", "10.9.1.1"), service("billing", "10.9.2.1")}}
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	g := startGalleon(t, bin, "--file-dir", dir, "--output-kubernetes", "--kubeconfig", c.Kubeconfig, "--kubernetes-removal-delay", "1s")
+	ses := client.Dynamic.Resource(serviceEntryResource).Namespace("shop")
+	held := func() map[string]string {
+		t.Helper()
+		list, err := ses.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range list.Items {
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+			if len(eps) == 1 {
+				out[o.GetName()] = fmt.Sprint(eps[0].(map[string]any)["address"])
+			}
+		}
+		return out
+	}
+	waitHeld := func(what string, want map[string]string) {
+		t.Helper()
+		var got map[string]string
+		wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer wcancel()
+		if err := g.WaitFor(wctx, func() (bool, error) { got = held(); return maps.Equal(got, want), nil }); err != nil {
+			t.Fatalf("%s: the API server holds %v, want %v: %v\n%s", what, got, want, err, g.Tail(30))
+		}
+	}
+	waitHeld("written", map[string]string{"orders": "10.9.0.1", "stock": "10.9.1.1", "billing": "10.9.2.1"})
+
+	// The API server stops answering (its process stopped, connections open): an edit and a
+	// removal meanwhile.
+	pid := c.APIServer.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	t.Cleanup(func() {
+		if stopped {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	reg.Services = []fileService{service("orders", "10.9.0.2"), service("stock", "10.9.1.1")}
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	time.Sleep(3 * time.Second) // past the removal delay, while the API server is out
+	if _, err := g.get(ctx, "/readyz"); err != nil {
+		t.Errorf("galleon-file not ready while the API server is out: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped = false
+	waitHeld("after the API server came back", map[string]string{"orders": "10.9.0.2", "stock": "10.9.1.1"})
+
+	// The registry answers empty (galleon-file: its directory emptied, which it takes for an
+	// outage): the last good state is served, so nothing is deleted past the removal delay.
+	if err := os.Remove(filepath.Join(dir, "vms.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if err := g.WaitFor(wctx, func() (bool, error) { return g.LogContains("registry unreachable: serving the last good state"), nil }); err != nil {
+		t.Fatalf("the emptied registry was not taken for an outage: %v\n%s", err, g.Tail(20))
+	}
+	time.Sleep(3 * time.Second) // three removal delays
+	if got := held(); !maps.Equal(got, map[string]string{"orders": "10.9.0.2", "stock": "10.9.1.1"}) {
+		t.Errorf("after the registry answered empty (an outage), the API server holds %v, want orders and stock as they were", got)
 	}
 }
