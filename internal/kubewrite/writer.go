@@ -285,6 +285,8 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 			work = append(work, t)
 		}
 	}
+	// The metrics follow each request, not each round: at a low rate a round lasts seconds.
+	w.metrics.pending.Set(float64(len(w.pending) + len(work) + len(w.retry) + len(w.gone)))
 	results := make([]result, len(work))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -292,6 +294,10 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 		wg.Go(func() {
 			for i := range next {
 				results[i] = w.do(ctx, work[i])
+				w.metrics.writes.WithLabelValues(work[i].kind.String(), results[i].outcome).Inc()
+				if !w.retried(results[i].outcome) {
+					w.metrics.pending.Dec()
+				}
 			}
 		})
 	}
@@ -478,7 +484,6 @@ func (w *Writer) createNamespace(ctx context.Context, ns string) error {
 // record applies a task's result to the writer's state; it reports whether the task is to be
 // retried.
 func (w *Writer) record(t task, r result) bool {
-	w.metrics.writes.WithLabelValues(t.kind.String(), r.outcome).Inc()
 	owned := w.owned[t.kind]
 	defer func() { w.metrics.objects.WithLabelValues(t.kind.String()).Set(float64(len(owned))) }()
 	switch r.outcome {
@@ -521,6 +526,15 @@ func (w *Writer) record(t task, r result) bool {
 	}
 	w.retry[t.key] = struct{}{}
 	return true
+}
+
+// retried says whether a task with this outcome is retried (and so stays pending).
+func (*Writer) retried(outcome string) bool {
+	switch outcome {
+	case outcomeMissingNamespace, outcomeForbidden, outcomeFailed:
+		return true
+	}
+	return false
 }
 
 // sleep waits d or until ctx ends; false when ctx ended.

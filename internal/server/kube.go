@@ -138,6 +138,9 @@ func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logg
 	w, err := kubewrite.New(kubewrite.Config{
 		Source: store, Client: client, Owner: owner, RemovalDelay: k.removalDelay,
 		CreateNamespaces: k.createNamespaces, Namespaces: k.namespaces, Logger: log, Registerer: metrics,
+		// A round of about a burst's worth of objects, so that at a low rate the writer looks
+		// at the snapshot again within seconds.
+		RoundSize: min(kubewrite.DefaultRoundSize, max(kubewrite.DefaultWorkers, k.burst)),
 	})
 	if err != nil {
 		return nil, err

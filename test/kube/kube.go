@@ -51,6 +51,8 @@ type Cluster struct {
 	Kubeconfig string
 	// CAPEM is the CA that signed the API server's certificate and the client certificates.
 	CAPEM []byte
+	// EtcdURL is etcd's client URL (http://127.0.0.1:<port>): its /metrics say the store's size.
+	EtcdURL string
 
 	Etcd      *proc.Process
 	APIServer *proc.Process
@@ -197,6 +199,7 @@ func (c *Cluster) start(t testing.TB, dir, etcdBin, apiBin string, attempt int) 
 		return fmt.Errorf("kube-apiserver did not become ready: %w\n%s", err, api.Tail(40))
 	}
 	c.Etcd, c.APIServer = etcd, api
+	c.EtcdURL = "http://" + etcdClient
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, c.pki.kubeconfig(c.Server), 0o600); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -31,6 +32,9 @@ const (
 	TypeAuthorization = "type.googleapis.com/istio.security.Authorization"
 )
 
+// maxResponse bounds one response from istiod.
+const maxResponse = 1 << 30
+
 // Watcher is a ztunnel connected to istiod. Its view changes as istiod pushes; read it with
 // Snapshot, wait for a state with Wait.
 type Watcher struct {
@@ -40,6 +44,7 @@ type Watcher struct {
 	policies  map[string]*security.Authorization
 	answered  map[string]bool
 	responses map[string]int
+	last      time.Time // when the last response applied was received
 	err       error
 }
 
@@ -54,7 +59,10 @@ func Watch(ctx context.Context, addr, ip string) (*Watcher, error) {
 		return nil, err
 	}
 	node := &corev3.Node{Id: "ztunnel~" + ip + "~ztunnel-test.istio-system~istio-system.svc.cluster.local", Metadata: md}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// istiod sends the whole workload table in its first response (35 MB at 10,000 services x
+	// 10 instances): ztunnel takes it, so this client does too.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxResponse)))
 	if err != nil {
 		return nil, fmt.Errorf("ztunnel: dial %s: %w", addr, err)
 	}
@@ -90,7 +98,7 @@ func (w *Watcher) loop(stream discoveryv3.AggregatedDiscoveryService_DeltaAggreg
 		if err != nil {
 			return fmt.Errorf("ztunnel: delta ADS stream: %w", err)
 		}
-		if err := w.apply(resp); err != nil {
+		if err := w.apply(resp, time.Now()); err != nil {
 			return err // no NACK: a response this package cannot read ends the watch
 		}
 		if err := stream.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resp.GetTypeUrl(), ResponseNonce: resp.GetNonce()}); err != nil {
@@ -99,7 +107,7 @@ func (w *Watcher) loop(stream discoveryv3.AggregatedDiscoveryService_DeltaAggreg
 	}
 }
 
-func (w *Watcher) apply(resp *discoveryv3.DeltaDiscoveryResponse) error {
+func (w *Watcher) apply(resp *discoveryv3.DeltaDiscoveryResponse, received time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	typ := resp.GetTypeUrl()
@@ -125,6 +133,7 @@ func (w *Watcher) apply(resp *discoveryv3.DeltaDiscoveryResponse) error {
 	}
 	w.answered[typ] = true
 	w.responses[typ]++
+	w.last = received
 	close(w.changed)
 	w.changed = make(chan struct{})
 	return nil
@@ -163,7 +172,7 @@ func (w *Watcher) Wait(ctx context.Context, cond func(v *View) (bool, string)) (
 
 func (w *Watcher) viewLocked() *View {
 	v := &View{Services: map[string]*workloadapi.Service{}, Workloads: map[string]*workloadapi.Workload{},
-		Policies: len(w.policies), Responses: map[string]int{}}
+		Policies: len(w.policies), Responses: map[string]int{}, Received: w.last}
 	for name, a := range w.addresses {
 		switch t := a.GetType().(type) {
 		case *workloadapi.Address_Service:
@@ -188,6 +197,9 @@ type View struct {
 	Policies int
 	// Responses counts the responses received so far, by type.
 	Responses map[string]int
+	// Received is when the last response in the view arrived (before it was decoded): what a
+	// measurement of how long a change takes to reach ztunnel reads.
+	Received time.Time
 }
 
 // Service returns the service of host name host ("namespace/hostname" keys: any namespace).
