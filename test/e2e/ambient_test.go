@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/galleon-mesh/galleon/test/istiod"
 	"github.com/galleon-mesh/galleon/test/kube"
 	"github.com/galleon-mesh/galleon/test/sidecar"
@@ -20,10 +23,17 @@ import (
 // API server (--output-kubernetes) and a ztunnel's view of istiod (the workload API over Delta
 // xDS, as ztunnel subscribes) must show each service with its VIP and its instances as
 // workloads; an endpoint change must reach that view without a full push, and a removal must
-// remove it.
-func TestAmbientThroughKubernetesOutput(t *testing.T) { istiod.ForEachRelease(t, testAmbient) }
+// remove it. Both outputs: endpoints inline (serviceentry), and a WorkloadEntry per instance
+// that the ServiceEntry selects (workloadentry).
+func TestAmbientThroughKubernetesOutput(t *testing.T) {
+	istiod.ForEachRelease(t, func(t *testing.T, rel istiod.Release) {
+		for _, output := range []string{"serviceentry", "workloadentry"} {
+			t.Run(output, func(t *testing.T) { testAmbient(t, rel, output) })
+		}
+	})
+}
 
-func testAmbient(t *testing.T, rel istiod.Release) {
+func testAmbient(t *testing.T, rel istiod.Release, output string) {
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -46,7 +56,7 @@ func testAmbient(t *testing.T, rel istiod.Release) {
 			Instances: []fileInstance{{ID: "ledger-1", Address: "10.9.1.1"}}},
 	}}
 	writeRegistryFile(t, dir, "vms.yaml", reg)
-	g := startGalleon(t, bin, "--file-dir", dir, "--output-kubernetes", "--kubeconfig", c.Kubeconfig,
+	g := startGalleon(t, bin, "--file-dir", dir, "--output", output, "--output-kubernetes", "--kubeconfig", c.Kubeconfig,
 		"--kubernetes-removal-delay", "1s", "--removal-hold", "0")
 	ist := istiod.Start(t, istiod.Options{
 		Release: rel, Kubeconfig: c.Kubeconfig, ConfigSources: []string{"k8s://"},
@@ -90,6 +100,16 @@ func testAmbient(t *testing.T, rel istiod.Release) {
 		}
 		return true, ""
 	})
+	if output == "workloadentry" {
+		wes, err := client.Dynamic.Resource(schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "workloadentries"}).
+			Namespace("shop").List(ctx, metav1.ListOptions{LabelSelector: "galleon.io/owner=galleon-file"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(wes.Items) != 3 {
+			t.Errorf("the API server holds %d WorkloadEntries of galleon-file in shop, want 3 (one per instance)", len(wes.Items))
+		}
+	}
 	orders, _ := v.Service("orders.vms.internal")
 	for _, vip := range ztunnel.VIPs(orders) {
 		if a, err := netip.ParseAddr(vip); err != nil || !netip.MustParsePrefix("240.0.0.0/4").Contains(a) {
