@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/galleon-mesh/galleon/test/istiod"
-	"github.com/galleon-mesh/galleon/test/kube"
 	"github.com/galleon-mesh/galleon/test/sidecar"
 	"github.com/galleon-mesh/galleon/test/ztunnel"
 )
@@ -37,12 +36,7 @@ func testAmbient(t *testing.T, rel istiod.Release, output string) {
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c := kube.Start(t)
-	istiod.PrepareCluster(t, c, rel)
-	client, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, client := istioAPIServer(t, ctx, rel)
 	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop, labels: {istio.io/dataplane-mode: ambient}}\n"), "galleon-e2e"); err != nil {
 		t.Fatal(err)
 	}

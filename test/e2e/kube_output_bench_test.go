@@ -35,11 +35,45 @@ func BenchmarkKubernetesOutput(b *testing.B) {
 	qps := envInts(b, "GALLEON_KUBEOUT_QPS", "200")[0]
 	for _, services := range envInts(b, "GALLEON_KUBEOUT_SERVICES", "1000,10000") {
 		k := startKubeOutput(b, rels[0], services, qps)
-		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) { k.measure(b, b.N) })
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			b.ResetTimer()
+			r := k.measure(b, b.N)
+			b.StopTimer()
+			if r.fullPushes != 0 {
+				b.Errorf("%d endpoint-only changes caused %v full pushes in istiod, want 0", b.N, r.fullPushes)
+			}
+			b.ReportMetric(ms(percentile(r.took, 50)), "p50-ms")
+			b.ReportMetric(ms(r.took[len(r.took)-1]), "max-ms")
+			b.ReportMetric(r.requestsPerChange, "requests/change")
+		})
 		k.storms(b)
 		k.stop()
 	}
 }
+
+// TestKubernetesOutputBenchHarness runs BenchmarkKubernetesOutput's set-up, changes and storms at
+// 50 services, 3 changes, at the default rate: every change reaches the ztunnel with one request
+// and no full push; the wide storm writes each changed service once; the deep one stays within
+// the token bucket's bound.
+func TestKubernetesOutputBenchHarness(t *testing.T) {
+	k := startKubeOutput(t, firstRelease(t), 50, defaultKubeOutputQPS)
+	r := k.measure(t, 3)
+	if r.fullPushes != 0 || r.requestsPerChange != 1 || len(r.took) != 3 {
+		t.Errorf("3 changes: %v full pushes (want 0), %.2f requests a change (want 1), %d reached the ztunnel", r.fullPushes, r.requestsPerChange, len(r.took))
+	}
+	wide, deep := k.storms(t)
+	if wide.requests != 50 {
+		t.Errorf("50 services changed at once: %v requests, want 50 (one each)", wide.requests)
+	}
+	// The token bucket allows its burst, then the rate, from the first write to the last
+	// request (and a few for the clocks' grain).
+	if limit := 2*defaultKubeOutputQPS + defaultKubeOutputQPS*(deep.wrote+deep.last).Seconds() + 5; deep.requests < 1 || deep.requests > limit {
+		t.Errorf("one service changed 1,000 times in %v: %v requests, want 1 to %.0f (the burst, then the rate)", deep.wrote, deep.requests, limit)
+	}
+}
+
+// defaultKubeOutputQPS is --kubernetes-qps's default (burst: twice it).
+const defaultKubeOutputQPS = 20
 
 type kubeOutput struct {
 	services int
@@ -52,7 +86,7 @@ type kubeOutput struct {
 	variant  int
 }
 
-func startKubeOutput(b *testing.B, rel istiod.Release, services, qps int) *kubeOutput {
+func startKubeOutput(b testing.TB, rel istiod.Release, services, qps int) *kubeOutput {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -141,7 +175,15 @@ func (k *kubeOutput) metric(ctx context.Context, name string, labels map[string]
 	return n, nil
 }
 
-func (k *kubeOutput) measure(b *testing.B, n int) {
+// kubeOutputResult is what measure saw.
+type kubeOutputResult struct {
+	took              []time.Duration // file write -> the ztunnel's view, sorted
+	requestsPerChange float64
+	fullPushes        float64
+}
+
+// measure makes n changes, each after the last one's pushes.
+func (k *kubeOutput) measure(b testing.TB, n int) kubeOutputResult {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*time.Minute+time.Minute)
 	defer cancel()
 	requestsBefore, err := k.metric(ctx, "galleon_kubernetes_writes_total", nil)
@@ -153,7 +195,6 @@ func (k *kubeOutput) measure(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	var took []time.Duration
-	b.ResetTimer()
 	for range n {
 		time.Sleep(userPathSettle)
 		k.variant++
@@ -168,7 +209,6 @@ func (k *kubeOutput) measure(b *testing.B, n int) {
 		}
 		took = append(took, v.Received.Sub(written))
 	}
-	b.StopTimer()
 	if err := waitPushesQuiet(ctx, k.ist, time.Second); err != nil {
 		b.Fatal(err)
 	}
@@ -180,19 +220,22 @@ func (k *kubeOutput) measure(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if full := pushes.FullPushes - pushesBefore.FullPushes; full != 0 {
-		b.Errorf("%d endpoint-only changes caused %v full pushes in istiod, want 0", n, full)
-	}
 	slices.Sort(took)
-	b.ReportMetric(ms(percentile(took, 50)), "p50-ms")
-	b.ReportMetric(ms(took[len(took)-1]), "max-ms")
-	b.ReportMetric((requests-requestsBefore)/float64(n), "requests/change")
+	r := kubeOutputResult{took: took, requestsPerChange: (requests - requestsBefore) / float64(n), fullPushes: pushes.FullPushes - pushesBefore.FullPushes}
 	b.Logf("services=%d: %d changes, file write -> a ztunnel's view p50 %.1f ms, max %.1f ms; %.2f API requests a change; full pushes %v",
-		k.services, n, ms(percentile(took, 50)), ms(took[len(took)-1]), (requests-requestsBefore)/float64(n), pushes.FullPushes-pushesBefore.FullPushes)
+		k.services, n, ms(percentile(took, 50)), ms(took[len(took)-1]), r.requestsPerChange, r.fullPushes)
+	return r
+}
+
+// stormResult is what one storm cost: requests, how long the registry writes took, and the
+// time from their end to the last request.
+type stormResult struct {
+	requests    float64
+	wrote, last time.Duration
 }
 
 // storms makes two registry storms and logs the requests each cost.
-func (k *kubeOutput) storms(b *testing.B) {
+func (k *kubeOutput) storms(b testing.TB) (wide, deep stormResult) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// Wide: the first 1,000 services get a new label on every instance (an endpoint-only
@@ -202,7 +245,7 @@ func (k *kubeOutput) storms(b *testing.B) {
 		b.Fatal(err)
 	}
 	files = files[:min(len(files), 2)] // 500 services a file
-	requests, wrote, took := k.storm(b, ctx, func() {
+	wide = k.storm(b, ctx, func() {
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {
@@ -218,10 +261,10 @@ func (k *kubeOutput) storms(b *testing.B) {
 		}
 	})
 	b.Logf("services=%d: storm of %d services changed at once (%d file writes in %v): %.0f API requests, the last %v after the writes",
-		k.services, min(1000, k.services), len(files), wrote.Round(time.Millisecond), requests, took.Round(time.Millisecond))
+		k.services, min(1000, k.services), len(files), wide.wrote.Round(time.Millisecond), wide.requests, wide.last.Round(time.Millisecond))
 
 	// Deep: the target changed 1,000 times within about a second.
-	requests, wrote, took = k.storm(b, ctx, func() {
+	deep = k.storm(b, ctx, func() {
 		for range 1000 {
 			k.variant++
 			if err := filegen.WriteTargetIn(k.dir, filegen.DefaultNamespace, userPathInstances, k.variant); err != nil {
@@ -231,13 +274,14 @@ func (k *kubeOutput) storms(b *testing.B) {
 		}
 	})
 	b.Logf("services=%d: storm of 1,000 changes to one service (file writes over %v): %.0f API requests, the last %v after the writes",
-		k.services, wrote.Round(time.Millisecond), requests, took.Round(time.Millisecond))
+		k.services, deep.wrote.Round(time.Millisecond), deep.requests, deep.last.Round(time.Millisecond))
+	return wide, deep
 }
 
 // storm runs write, then waits until the writer has nothing pending and made no request for 3 s;
 // it returns the requests made, how long write took, and the time from its end to the last
 // request.
-func (k *kubeOutput) storm(b *testing.B, ctx context.Context, write func()) (float64, time.Duration, time.Duration) {
+func (k *kubeOutput) storm(b testing.TB, ctx context.Context, write func()) stormResult {
 	before, err := k.metric(ctx, "galleon_kubernetes_writes_total", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -260,7 +304,7 @@ func (k *kubeOutput) storm(b *testing.B, ctx context.Context, write func()) (flo
 			last, lastAt = n, time.Now()
 		}
 		if pending == 0 && time.Since(lastAt) > 3*time.Second {
-			return last - before, wrote.Sub(began), lastAt.Sub(wrote)
+			return stormResult{requests: last - before, wrote: wrote.Sub(began), last: lastAt.Sub(wrote)}
 		}
 		if ctx.Err() != nil {
 			b.Fatalf("the writer was not quiet after a storm: %v", ctx.Err())
@@ -281,7 +325,7 @@ func (k *kubeOutput) stop() {
 }
 
 // etcdSize is etcd's etcd_mvcc_db_total_size_in_use_in_bytes: the bytes of its database in use.
-func etcdSize(b *testing.B, ctx context.Context, c *kube.Cluster) float64 {
+func etcdSize(b testing.TB, ctx context.Context, c *kube.Cluster) float64 {
 	b.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.EtcdURL+"/metrics", nil)
 	if err != nil {

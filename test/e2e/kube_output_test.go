@@ -24,32 +24,49 @@ import (
 
 var serviceEntryResource = schema.GroupVersionResource{Group: "networking.istio.io", Version: "v1", Resource: "serviceentries"}
 
+// istioAPIServer starts a kube-apiserver with the Istio CRDs of rel and the namespaces given, and
+// returns it with an admin client.
+func istioAPIServer(t *testing.T, ctx context.Context, rel istiod.Release, namespaces ...string) (*kube.Cluster, *kube.Client) {
+	t.Helper()
+	c := kube.Start(t)
+	istiod.PrepareCluster(t, c, rel)
+	client, err := c.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yaml strings.Builder
+	for _, ns := range namespaces {
+		fmt.Fprintf(&yaml, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n---\n", ns)
+	}
+	if _, err := client.ApplyYAML(ctx, []byte(yaml.String()), "galleon-e2e"); err != nil {
+		t.Fatalf("namespaces %v: %v", namespaces, err)
+	}
+	return c, client
+}
+
+// firstRelease is the matrix's first istiod release: its CRDs are the ones every release reads.
+func firstRelease(t *testing.T) istiod.Release {
+	t.Helper()
+	rels, err := istiod.Releases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rels[0]
+}
+
 // TestKubernetesOutput runs galleon-file with --output-kubernetes against a real API server
 // with Istio's CRDs: its ServiceEntries are written with server-side apply and its labels,
 // an edit is written and nothing else is, an object another owner wrote is left alone, a
 // missing namespace is reported and written once it exists, a removal waits for the removal
 // delay, and a restart rewrites nothing that is already right but deletes what went meanwhile.
 func TestKubernetesOutput(t *testing.T) {
-	rels, err := istiod.Releases()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := kube.Start(t)
-	istiod.PrepareCluster(t, c, rels[0]) // the CRDs: the oldest release's, the ones every release reads
-	client, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// shop exists and holds a ServiceEntry of the name Galleon's legacy would take, written by
 	// someone else; payments does not exist yet.
-	if _, err := client.ApplyYAML(ctx, []byte(`apiVersion: v1
-kind: Namespace
-metadata: {name: shop}
----
-apiVersion: networking.istio.io/v1
+	c, client := istioAPIServer(t, ctx, firstRelease(t), "shop")
+	if _, err := client.ApplyYAML(ctx, []byte(`apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: legacy, namespace: shop}
 spec:
@@ -248,22 +265,10 @@ spec:
 // --kubernetes-lease: one writes, the other stands by and writes nothing; when the writer stops,
 // the other takes the lease, rewrites nothing already right, and writes the next change.
 func TestKubernetesOutputLease(t *testing.T) {
-	rels, err := istiod.Releases()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := kube.Start(t)
-	istiod.PrepareCluster(t, c, rels[0])
-	client, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: galleon}\n"), "galleon-e2e"); err != nil {
-		t.Fatal(err)
-	}
+	c, client := istioAPIServer(t, ctx, firstRelease(t), "shop", "galleon")
 	dir := t.TempDir()
 	reg := fileRegistry{Services: []fileService{{Name: "orders", Namespace: "shop", Hosts: []string{"orders.vms.internal"},
 		Ports: []filePort{{Number: 8080, Protocol: "HTTP", Name: "http"}}, Instances: []fileInstance{{ID: "orders-1", Address: "10.9.0.1"}}}}}
@@ -347,10 +352,6 @@ func TestKubernetesOutputLease(t *testing.T) {
 // write and take the Lease, and a service in a namespace the chart does not grant is reported,
 // not attempted.
 func TestKubernetesOutputChartRBAC(t *testing.T) {
-	rels, err := istiod.Releases()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := galleonBinary(t, "galleon-file")
 	root, err := repoRoot()
 	if err != nil {
@@ -358,15 +359,7 @@ func TestKubernetesOutputChartRBAC(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := kube.Start(t)
-	istiod.PrepareCluster(t, c, rels[0])
-	client, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: galleon}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: other}\n"), "galleon-e2e"); err != nil {
-		t.Fatal(err)
-	}
+	c, client := istioAPIServer(t, ctx, firstRelease(t), "galleon", "shop", "other")
 	out, err := exec.CommandContext(ctx, kube.Helm(t), "template", "galleon-file", filepath.Join(root, "deploy/helm/galleon"), "-n", "galleon",
 		"-f", filepath.Join(root, "deploy/helm/values-bookinfo.yaml"),
 		"--set", "kubernetesOutput.enabled=true", "--set", "kubernetesOutput.namespaces={shop}", "--set", "kubernetesOutput.removalDelay=2s").Output()
@@ -451,22 +444,10 @@ func TestKubernetesOutputChartRBAC(t *testing.T) {
 // the adapter keeps serving, and what changed meanwhile is written once the API server answers
 // again; a registry outage keeps the last good state, so the objects stay.
 func TestKubernetesOutputOutages(t *testing.T) {
-	rels, err := istiod.Releases()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := galleonBinary(t, "galleon-file")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := kube.Start(t)
-	istiod.PrepareCluster(t, c, rels[0])
-	client, err := c.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ApplyYAML(ctx, []byte("apiVersion: v1\nkind: Namespace\nmetadata: {name: shop}\n"), "galleon-e2e"); err != nil {
-		t.Fatal(err)
-	}
+	c, client := istioAPIServer(t, ctx, firstRelease(t), "shop")
 	dir := t.TempDir()
 	service := func(name, addr string) fileService {
 		return fileService{Name: name, Namespace: "shop", Hosts: []string{name + ".vms.internal"},
