@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
-	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -37,6 +36,9 @@ type kubeOptions struct {
 	// lease is "namespace/name" of the Lease replicas take turns on; empty: no election.
 	lease                                 string
 	leaseDuration, leaseRenew, leaseRetry time.Duration
+
+	// rest is the API server's client configuration, read once by check.
+	rest *rest.Config
 }
 
 // Defaults of the Kubernetes output's client: a registry storm is coalesced into rounds,
@@ -90,14 +92,13 @@ func (k *kubeOptions) check() error {
 		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
 			errs = append(errs, fmt.Errorf("--kubernetes-lease %q: want namespace/name, e.g. istio-system/galleon-consul", k.lease))
 		}
-		// client-go's rule (leaderelection.NewLeaderElector): the renew deadline must leave
-		// room for one retry with its jitter (1.2).
-		if k.leaseRetry <= 0 || k.leaseRenew <= k.leaseRetry*6/5 || k.leaseDuration <= k.leaseRenew {
-			errs = append(errs, fmt.Errorf("--kubernetes-lease-duration %v, --kubernetes-lease-renew-deadline %v, --kubernetes-lease-retry-period %v: want duration > renew deadline > 1.2 x retry period > 0",
-				k.leaseDuration, k.leaseRenew, k.leaseRetry))
+		timings := kubewrite.LeaseConfig{Duration: k.leaseDuration, RenewDeadline: k.leaseRenew, RetryPeriod: k.leaseRetry}
+		if err := timings.CheckTimings(); err != nil {
+			errs = append(errs, fmt.Errorf("--kubernetes-lease-duration, --kubernetes-lease-renew-deadline, --kubernetes-lease-retry-period: %w", err))
 		}
 	}
-	if _, err := k.restConfig(); err != nil {
+	var err error
+	if k.rest, err = k.restConfig(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -122,10 +123,7 @@ func (k *kubeOptions) restConfig() (*rest.Config, error) {
 // output builds the Kubernetes output on store, as the part the daemon runs; owner is the default
 // --kubernetes-owner.
 func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logger, metrics prometheus.Registerer) (func(ctx context.Context) error, error) {
-	cfg, err := k.restConfig()
-	if err != nil {
-		return nil, err
-	}
+	cfg := k.rest // check read it
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--output-kubernetes: %w", err)
@@ -145,15 +143,11 @@ func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	// client-go logs through klog (leader election, the API server's warnings): into this
-	// process's log, not stderr's own format.
+	// client-go logs through klog (the API server's warnings, say): into this process's log,
+	// not stderr's own format.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	if k.lease == "" {
 		return w.Run, nil
-	}
-	leases, err := coordinationv1.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("--kubernetes-lease: %w", err)
 	}
 	host, err := os.Hostname()
 	if err != nil {
@@ -161,7 +155,7 @@ func (k *kubeOptions) output(store snapshot.Source, owner string, log *slog.Logg
 	}
 	ns, name, _ := strings.Cut(k.lease, "/")
 	lease := kubewrite.LeaseConfig{
-		Client: leases, Namespace: ns, Name: name, Identity: fmt.Sprintf("%s_%d", host, os.Getpid()),
+		Client: client, Namespace: ns, Name: name, Identity: fmt.Sprintf("%s_%d", host, os.Getpid()),
 		Duration: k.leaseDuration, RenewDeadline: k.leaseRenew, RetryPeriod: k.leaseRetry, Logger: log,
 	}
 	return func(ctx context.Context) error { return kubewrite.RunElected(ctx, lease, w.Run) }, nil

@@ -344,6 +344,44 @@ func TestKubernetesOutputLease(t *testing.T) {
 	if n := applied(second); n != 1 {
 		t.Errorf("the new holder applied %v objects for one edit, want 1", n)
 	}
+
+	// The holder stalls (SIGSTOP: no release, no renewal): a third replica takes the lease once
+	// it has gone unrenewed for the lease duration, and writes; the stalled one, resumed, finds
+	// the lease taken and stops writing.
+	third := startGalleon(t, bin, args...)
+	waitFor(third, "the third replica stands by", func() (bool, error) {
+		return third.LogContains("another replica holds the lease"), nil
+	})
+	pid := second.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stalled := true
+	t.Cleanup(func() {
+		if stalled {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	})
+	waitFor(third, "the third replica takes the lease of the stalled holder", func() (bool, error) {
+		return metric(third, "galleon_kubernetes_writing", nil) == 1, nil
+	})
+	lease, err := client.Dynamic.Resource(schema.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"}).Namespace("galleon").Get(ctx, "galleon-file-writer", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder, _, _ := unstructured.NestedString(lease.Object, "spec", "holderIdentity"); !strings.HasSuffix(holder, fmt.Sprintf("_%d", third.Pid())) {
+		t.Errorf("the Lease's holder is %q, want the third replica (pid %d)", holder, third.Pid())
+	}
+	reg.Services[0].Instances[0].Address = "10.9.0.4"
+	writeRegistryFile(t, dir, "vms.yaml", reg)
+	waitAddress(third, "the third replica writes an edit", "10.9.0.4")
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stalled = false
+	waitFor(second, "the resumed replica stops writing", func() (bool, error) {
+		return metric(second, "galleon_kubernetes_writing", nil) == 0, nil
+	})
 }
 
 // TestKubernetesOutputChartRBAC renders the chart with the Kubernetes output on, one namespace
