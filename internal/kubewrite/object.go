@@ -60,14 +60,14 @@ type objectMeta struct {
 
 // applyBody encodes r as the object to apply: r's labels and annotations, the writer's own,
 // and the spec in proto JSON (camelCase names, enum names), as Istio's CRDs spell it.
-func applyBody(k snapshot.Kind, r *snapshot.Resource, owner string) (namespace, name string, body []byte, err error) {
+func applyBody(k snapshot.Kind, r *snapshot.Resource, owner string) ([]byte, error) {
 	res, err := xdsclient.Unwrap(group+"/"+version+"/"+k.String(), &anypb.Any{TypeUrl: snapshot.MCPResourceTypeURL, Value: r.MCP()})
 	if err != nil {
-		return "", "", nil, err
+		return nil, err
 	}
 	o, err := res.Object()
 	if err != nil {
-		return "", "", nil, err
+		return nil, err
 	}
 	labels := make(map[string]string, len(o.Metadata.Labels)+3)
 	maps.Copy(labels, o.Metadata.Labels)
@@ -79,7 +79,7 @@ func applyBody(k snapshot.Kind, r *snapshot.Resource, owner string) (namespace, 
 	annotations := make(map[string]string, len(o.Metadata.Annotations)+1)
 	maps.Copy(annotations, o.Metadata.Annotations)
 	annotations[AnnotationContentHash] = r.Version
-	body, err = json.Marshal(object{
+	body, err := json.Marshal(object{
 		APIVersion: o.APIVersion,
 		Kind:       o.Kind,
 		// No resourceVersion (a precondition to apply) and no creationTimestamp (the API
@@ -88,7 +88,7 @@ func applyBody(k snapshot.Kind, r *snapshot.Resource, owner string) (namespace, 
 		Spec:     o.Spec,
 	})
 	if err != nil {
-		return "", "", nil, fmt.Errorf("resource %s: %w", r.Name, err)
+		return nil, fmt.Errorf("resource %s: %w", r.Name, err)
 	}
-	return res.Namespace, res.Name, body, nil
+	return body, nil
 }

@@ -33,12 +33,9 @@ func TestApplyBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := snap.Collection(snapshot.ServiceEntry).Get("shop/orders")
-	ns, name, raw, err := applyBody(snapshot.ServiceEntry, r, "galleon-consul")
+	raw, err := applyBody(snapshot.ServiceEntry, r, "galleon-consul")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if ns != "shop" || name != "orders" {
-		t.Errorf("namespace, name = %q, %q", ns, name)
 	}
 	var got struct {
 		APIVersion string         `json:"apiVersion"`
@@ -51,6 +48,9 @@ func TestApplyBody(t *testing.T) {
 	}
 	if got.APIVersion != "networking.istio.io/v1" || got.Kind != "ServiceEntry" {
 		t.Errorf("apiVersion %q kind %q", got.APIVersion, got.Kind)
+	}
+	if got.Metadata["namespace"] != "shop" || got.Metadata["name"] != "orders" {
+		t.Errorf("metadata namespace, name = %v, %v; want shop, orders", got.Metadata["namespace"], got.Metadata["name"])
 	}
 	for _, k := range []string{"resourceVersion", "creationTimestamp"} {
 		if _, ok := got.Metadata[k]; ok {

@@ -72,12 +72,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
 	Registerer     prometheus.Registerer
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
 }
 
-// Writer writes a snapshot to the Kubernetes API (see the package documentation). Run it
-// once; it is not safe for concurrent use.
+// Writer writes a snapshot to the Kubernetes API (see the package documentation). One Run at a
+// time: it is not safe for concurrent use.
 type Writer struct {
 	cfg     Config
 	log     *slog.Logger
@@ -124,12 +122,7 @@ func New(cfg Config) (*Writer, error) {
 	cfg.Workers = cmp.Or(cfg.Workers, DefaultWorkers)
 	cfg.RoundSize = cmp.Or(cfg.RoundSize, DefaultRoundSize)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
-	if cfg.RemovalDelay == 0 {
-		cfg.RemovalDelay = DefaultRemovalDelay
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.RemovalDelay = cmp.Or(cfg.RemovalDelay, DefaultRemovalDelay)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -195,7 +188,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		}
 		timer.Reset(time.Hour)
 		if !next.IsZero() {
-			timer.Reset(max(next.Sub(w.cfg.Now()), time.Millisecond))
+			timer.Reset(max(time.Until(next), time.Millisecond))
 		}
 		select {
 		case <-ctx.Done():
@@ -246,7 +239,7 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 	if !snap.Ready {
 		return time.Time{} // no write, no delete until it is ready again
 	}
-	now := w.cfg.Now()
+	now := time.Now()
 	for _, k := range snapshot.Kinds() {
 		col := snap.Collection(k)
 		if col.Seq == w.seq[k] && w.seq[k] != 0 {
@@ -313,7 +306,7 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 	switch {
 	case failed:
 		w.backoff = min(max(2*w.backoff, minBackoff), maxBackoff)
-		w.retryAt = w.cfg.Now().Add(w.backoff)
+		w.retryAt = time.Now().Add(w.backoff)
 	case len(work) > 0:
 		w.backoff = 0
 	}
@@ -331,6 +324,9 @@ func (w *Writer) round(ctx context.Context, snap *snapshot.Snapshot) time.Time {
 	return due
 }
 
+// String names the object in logs: "ServiceEntry namespace/name".
+func (k key) String() string { return k.kind.String() + " " + k.name }
+
 func compareKeys(a, b key) int {
 	return cmp.Or(cmp.Compare(a.kind, b.kind), strings.Compare(a.name, b.name))
 }
@@ -338,20 +334,19 @@ func compareKeys(a, b key) int {
 // task is one request a round makes.
 type task struct {
 	key
-	res    *snapshot.Resource // to apply; nil: delete
-	known  bool               // the owner's object exists (skip the ownership check)
-	uid    types.UID          // of the object to delete
-	header string             // "ServiceEntry ns/name", for logs
+	res   *snapshot.Resource // to apply; nil: delete
+	known bool               // the owner's object exists (skip the ownership check)
+	uid   types.UID          // of the object to delete
 }
 
 // plan decides what name k needs, given the snapshot's resource r (nil: absent).
 func (w *Writer) plan(k key, r *snapshot.Resource, now time.Time) (task, bool) {
 	have, ours := w.owned[k.kind][k.name]
-	t := task{key: k, res: r, known: ours, uid: have.uid, header: k.kind.String() + " " + k.name}
+	t := task{key: k, res: r, known: ours, uid: have.uid}
 	if ns, _, _ := strings.Cut(k.name, "/"); r != nil && !ours && len(w.cfg.Namespaces) > 0 && !slices.Contains(w.cfg.Namespaces, ns) {
 		if !w.outside[ns] {
 			w.outside[ns] = true
-			w.log.Warn("not written: the namespace is not one the writer may write (--kubernetes-namespaces)", "namespace", ns, "object", t.header)
+			w.log.Warn("not written: the namespace is not one the writer may write (--kubernetes-namespaces)", "namespace", ns, "object", t.key.String())
 		}
 		w.metrics.writes.WithLabelValues(k.kind.String(), outcomeOutside).Inc()
 		return t, false
@@ -412,7 +407,7 @@ func (w *Writer) do(ctx context.Context, t task) result {
 		}
 		return result{outcome: outcomeFailed, err: err}
 	}
-	_, _, body, err := applyBody(t.kind, t.res, w.cfg.Owner)
+	body, err := applyBody(t.kind, t.res, w.cfg.Owner)
 	if err != nil {
 		return result{outcome: outcomeInvalid, err: err}
 	}
@@ -490,12 +485,10 @@ func (w *Writer) record(t task, r result) bool {
 	case outcomeApplied:
 		owned[t.name] = ownedObject{hash: t.res.Version, uid: r.uid}
 		delete(w.conflicts, t.key)
-		return false
 	case outcomeDeleted:
 		delete(owned, t.name)
 		delete(w.gone, t.key)
-		w.log.Info("deleted", "object", t.header, "absent_for", w.cfg.RemovalDelay)
-		return false
+		w.log.Info("deleted", "object", t.key.String(), "absent_for", w.cfg.RemovalDelay)
 	case outcomeConflict:
 		if t.res == nil { // deleted and made again by someone else: not ours any more
 			delete(owned, t.name)
@@ -503,26 +496,27 @@ func (w *Writer) record(t task, r result) bool {
 		}
 		if !w.conflicts[t.key] {
 			w.conflicts[t.key] = true
-			w.log.Warn("left alone: the object belongs to another owner", "object", t.header, "err", r.err)
+			w.log.Warn("left alone: the object belongs to another owner", "object", t.key.String(), "err", r.err)
 		}
-		return false
 	case outcomeInvalid:
-		w.log.Error("the API server refused the object; it is written again when it changes", "object", t.header, "err", r.err)
-		return false
+		w.log.Error("the API server refused the object; it is written again when it changes", "object", t.key.String(), "err", r.err)
 	case outcomeMissingNamespace:
 		ns, _, _ := strings.Cut(t.name, "/")
 		if !w.missingNamespaces[ns] {
 			w.missingNamespaces[ns] = true
-			w.log.Warn("the namespace does not exist: create it, or run with --kubernetes-create-namespaces; retrying", "namespace", ns, "object", t.header)
+			w.log.Warn("the namespace does not exist: create it, or run with --kubernetes-create-namespaces; retrying", "namespace", ns, "object", t.key.String())
 		}
 	case outcomeForbidden:
 		ns, _, _ := strings.Cut(t.name, "/")
 		if !w.forbidden[ns] {
 			w.forbidden[ns] = true
-			w.log.Warn("the API server forbids this writer to write the namespace: grant it the chart's RBAC there (docs/configuration.md#kubernetes-output); retrying", "namespace", ns, "object", t.header, "err", r.err)
+			w.log.Warn("the API server forbids this writer to write the namespace: grant it the chart's RBAC there (docs/configuration.md#kubernetes-output); retrying", "namespace", ns, "object", t.key.String(), "err", r.err)
 		}
-	default:
-		w.log.Warn("write failed; retrying", "object", t.header, "err", r.err)
+	case outcomeFailed:
+		w.log.Warn("write failed; retrying", "object", t.key.String(), "err", r.err)
+	}
+	if !w.retried(r.outcome) {
+		return false
 	}
 	w.retry[t.key] = struct{}{}
 	return true

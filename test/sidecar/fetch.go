@@ -337,7 +337,11 @@ func (v *View) store(typ string, resp *discoveryv3.DiscoveryResponse) error {
 // forget drops the EDS or RDS resources held that names no longer subscribes to, as Envoy
 // does when a cluster or route config leaves CDS or LDS.
 func (v *View) forget(typ string, names []string) {
-	keep := func(n string) bool { return slices.Contains(names, n) }
+	subscribed := make(map[string]bool, len(names)) // a set: EDS names one per cluster, 10,000s
+	for _, n := range names {
+		subscribed[n] = true
+	}
+	keep := func(n string) bool { return subscribed[n] }
 	switch typ {
 	case TypeEndpoint:
 		maps.DeleteFunc(v.LoadAssignments, func(n string, _ *endpointv3.ClusterLoadAssignment) bool { return !keep(n) })

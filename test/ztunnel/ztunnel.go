@@ -43,7 +43,6 @@ type Watcher struct {
 	addresses map[string]*workloadapi.Address
 	policies  map[string]*security.Authorization
 	answered  map[string]bool
-	responses map[string]int
 	last      time.Time // when the last response applied was received
 	err       error
 }
@@ -80,7 +79,7 @@ func Watch(ctx context.Context, addr, ip string) (*Watcher, error) {
 		return nil, fmt.Errorf("ztunnel: delta ADS stream to %s: %w", addr, err)
 	}
 	w := &Watcher{changed: make(chan struct{}), addresses: map[string]*workloadapi.Address{},
-		policies: map[string]*security.Authorization{}, answered: map[string]bool{}, responses: map[string]int{}}
+		policies: map[string]*security.Authorization{}, answered: map[string]bool{}}
 	go func() {
 		defer conn.Close()
 		err := w.loop(stream)
@@ -132,7 +131,6 @@ func (w *Watcher) apply(resp *discoveryv3.DeltaDiscoveryResponse, received time.
 		delete(w.policies, n)
 	}
 	w.answered[typ] = true
-	w.responses[typ]++
 	w.last = received
 	close(w.changed)
 	w.changed = make(chan struct{})
@@ -172,7 +170,7 @@ func (w *Watcher) Wait(ctx context.Context, cond func(v *View) (bool, string)) (
 
 func (w *Watcher) viewLocked() *View {
 	v := &View{Services: map[string]*workloadapi.Service{}, Workloads: map[string]*workloadapi.Workload{},
-		Policies: len(w.policies), Responses: map[string]int{}, Received: w.last}
+		Policies: len(w.policies), Received: w.last}
 	for name, a := range w.addresses {
 		switch t := a.GetType().(type) {
 		case *workloadapi.Address_Service:
@@ -180,9 +178,6 @@ func (w *Watcher) viewLocked() *View {
 		case *workloadapi.Address_Workload:
 			v.Workloads[name] = t.Workload
 		}
-	}
-	for k, n := range w.responses {
-		v.Responses[k] = n
 	}
 	return v
 }
@@ -195,8 +190,6 @@ type View struct {
 	Workloads map[string]*workloadapi.Workload
 	// Policies is how many Authorization resources it holds.
 	Policies int
-	// Responses counts the responses received so far, by type.
-	Responses map[string]int
 	// Received is when the last response in the view arrived (before it was decoded): what a
 	// measurement of how long a change takes to reach ztunnel reads.
 	Received time.Time
